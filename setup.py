@@ -1,0 +1,29 @@
+"""Packaging for tpu_estimator_compat.
+
+Depends on the full `tensorflow` wheel, not `tensorflow-cpu`: `tf-keras` requires the
+`tensorflow` distribution, and installing it next to `tensorflow-cpu` puts two wheels into
+one `tensorflow/` folder.
+"""
+import setuptools
+
+setuptools.setup(
+    name="tpu_estimator_compat",
+    version="0.1.0",
+    description="Run TF1 TPUEstimator model_fns unchanged on TF2 tf.distribute strategies.",
+    packages=setuptools.find_packages(include=["tpu_estimator_compat", "tpu_estimator_compat.*"]),
+    python_requires=">=3.11",
+    install_requires=[
+        "tensorflow>=2.16,<2.22",
+        "tf-keras>=2.16,<2.22",
+        "absl-py",
+    ],
+    extras_require={
+        "test": ["pytest", "hypothesis", "scikit-learn"],
+        "data": ["scikit-learn"],
+    },
+    entry_points={
+        "console_scripts": [
+            "tpu-estimator-compat-run=tpu_estimator_compat.run:main",
+        ],
+    },
+)

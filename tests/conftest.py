@@ -1,0 +1,44 @@
+"""Test-process set-up shared by every test module.
+
+Pins the environment the parity contract depends on (oneDNN off, legacy Keras) before
+TensorFlow loads, and splits the host CPU into 8 logical devices so MirroredStrategy can stand
+in for the 8 cores of a TPU. Tests take the `strategy` fixture to run once on the default
+strategy and once on MirroredStrategy over the 8 logical CPUs.
+"""
+import os
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+NUM_LOGICAL_CPUS = 8
+
+
+def _split_cpu() -> None:
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+                cpus[0], [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)
+    except RuntimeError:
+        pass  # Already initialised by an earlier import; devices stay as they are.
+
+
+_split_cpu()
+
+
+def make_strategy(name: str) -> tf.distribute.Strategy:
+    """Returns a fresh strategy by short name: 'default' or 'mirrored8'."""
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored8":
+        return tf.distribute.MirroredStrategy(
+                [f"/cpu:{i}" for i in range(NUM_LOGICAL_CPUS)])
+    raise ValueError(name)
+
+
+@pytest.fixture(params=["default", "mirrored8"])
+def strategy(request) -> tf.distribute.Strategy:
+    return make_strategy(request.param)

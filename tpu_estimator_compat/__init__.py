@@ -1,0 +1,30 @@
+"""tpu_estimator_compat: run TF1 `TPUEstimator` model_fns unchanged on TF2 tf.distribute.
+
+    from tpu_estimator_compat import TPUEstimator, TPUEstimatorSpec, RunConfig, TPUConfig
+
+Importing this package patches nothing. It only sets `TF_USE_LEGACY_KERAS=1` when the user
+has not set it, because TensorFlow reads it at the first `tf.keras` access and r1 model_fns
+need Keras 2 (see `keras_env.py`).
+"""
+
+from tpu_estimator_compat import keras_env as _keras_env
+
+_keras_env.prefer_legacy_keras()
+
+from tpu_estimator_compat.config import InputPipelineConfig  # noqa: E402
+from tpu_estimator_compat.config import RunConfig  # noqa: E402
+from tpu_estimator_compat.config import TPUConfig  # noqa: E402
+from tpu_estimator_compat.estimator import TPUEstimator  # noqa: E402
+from tpu_estimator_compat.spec import EstimatorSpec  # noqa: E402
+from tpu_estimator_compat.spec import ModeKeys  # noqa: E402
+from tpu_estimator_compat.spec import TPUEstimatorSpec  # noqa: E402
+
+__all__ = [
+    "EstimatorSpec",
+    "InputPipelineConfig",
+    "ModeKeys",
+    "RunConfig",
+    "TPUConfig",
+    "TPUEstimator",
+    "TPUEstimatorSpec",
+]

@@ -1,0 +1,481 @@
+"""The values a legacy `model_fn` returns: `ModeKeys`, `EstimatorSpec`, `TPUEstimatorSpec`.
+
+This module owns the fields, defaults and construction-time validation of the two spec types,
+the CPU conversion `TPUEstimatorSpec.as_estimator_spec()`, and the checks an estimator applies
+to whatever `model_fn` returned. It must not know how specs are executed: no strategies,
+loops, sessions, checkpoints or configuration. Tensors here usually live in a `tf.function`
+FuncGraph rather than a legacy default graph, so legacy's "must be from the default graph"
+checks are deliberately absent.
+"""
+from __future__ import annotations
+
+import collections
+import collections.abc
+import inspect
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+
+class ModeKeys:
+    """The three modes a `model_fn` is called in, with the legacy string values.
+
+    The values are part of the contract: legacy code compares `mode == 'infer'` and writes
+    them into exported signatures.
+    """
+    TRAIN = "train"
+    EVAL = "eval"
+    PREDICT = "infer"
+
+
+_VALID_MODES = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)
+_HOOK_METHODS = ("begin", "before_run", "after_run", "end")
+
+
+def _is_tensor(value: Any) -> bool:
+    return tf.is_tensor(value) or isinstance(value, tf.Variable)
+
+
+def _validate_mode(mode: Any) -> None:
+    if mode not in _VALID_MODES:
+        raise ValueError(
+                "`mode` must be one of ModeKeys.TRAIN ('train'), ModeKeys.EVAL ('eval') or "
+                "ModeKeys.PREDICT ('infer'), given: {!r}. Pass the `mode` your model_fn "
+                "received.".format(mode))
+
+
+def _validate_train_op(train_op: Any, mode: str) -> Any:
+    if train_op is None:
+        if mode == ModeKeys.TRAIN:
+            raise ValueError(
+                    "Missing train_op. `train_op` is required when `mode` is TRAIN; return "
+                    "the op from optimizer.minimize(...) or apply_gradients(...).")
+        return None
+    if not (_is_tensor(train_op) or isinstance(train_op, tf.Operation)):
+        raise TypeError(
+                "`train_op` must be Operation or Tensor, given: {!r}.".format(train_op))
+    return train_op
+
+
+def _validate_loss(loss: Any, mode: str) -> Any:
+    if loss is None:
+        if mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
+            raise ValueError(
+                    "Missing loss. `loss` is required when `mode` is TRAIN or EVAL; return a "
+                    "scalar loss Tensor.")
+        return None
+    if not _is_tensor(loss):
+        raise TypeError("`loss` must be Tensor, given: {!r}.".format(loss))
+    shape = loss.shape
+    if shape.num_elements() not in (None, 1):
+        raise ValueError(
+                "Loss must be scalar, given: {} with shape {}. Reduce `loss` with "
+                "tf.reduce_mean or tf.reduce_sum.".format(loss, shape))
+    if not shape.is_compatible_with(tf.TensorShape([])):
+        # Legacy accepted shape [1] and handed a scalar onwards; keep both views identical.
+        if tf.is_symbolic_tensor(loss):
+            with loss.graph.as_default():
+                loss = tf.reshape(loss, [])
+        else:
+            loss = tf.reshape(loss, [])
+    return loss
+
+
+def _validate_predictions(predictions: Any, mode: str) -> Any:
+    if predictions is None:
+        if mode == ModeKeys.PREDICT:
+            raise ValueError(
+                    "Missing predictions. `predictions` is required when `mode` is PREDICT; "
+                    "return a Tensor or a dict of Tensors.")
+        return {}
+    if isinstance(predictions, dict):
+        for key, value in predictions.items():
+            if not _is_tensor(value):
+                raise TypeError(
+                        "`predictions[{}]` must be Tensor, given: {!r}.".format(key, value))
+        return predictions
+    if not _is_tensor(predictions):
+        raise TypeError(
+                "`predictions` must be Tensor or dict of Tensors, given: {!r}."
+                .format(predictions))
+    return predictions
+
+
+def _validate_export_outputs(export_outputs: Any, mode: str) -> Any:
+    # Like legacy, only prediction (export) uses them, so other modes pass them through.
+    if mode != ModeKeys.PREDICT or export_outputs is None:
+        return export_outputs
+    if not isinstance(export_outputs, dict):
+        raise TypeError(
+                "`export_outputs` must be dict, received: {!r}. Map signature names to "
+                "ExportOutput objects.".format(export_outputs))
+    for key, value in export_outputs.items():
+        if value is None or _is_tensor(value):
+            raise TypeError(
+                    "Values in `export_outputs` must be ExportOutput objects, received: "
+                    "{!r} for key {!r}. Wrap tensors in an ExportOutput such as PredictOutput."
+                    .format(value, key))
+    return export_outputs
+
+
+def _is_hook(hook: Any) -> bool:
+    return all(callable(getattr(hook, name, None)) for name in _HOOK_METHODS)
+
+
+def _validate_hooks(hooks: Any, name: str) -> tuple:
+    if hooks is None:
+        return ()
+    if (isinstance(hooks, (str, bytes)) or _is_hook(hooks)
+            or not isinstance(hooks, collections.abc.Iterable)):
+        raise TypeError(
+                "`{}` must be a list or tuple of SessionRunHook instances, given: {!r}. Wrap "
+                "a single hook in a list.".format(name, hooks))
+    hooks = tuple(hooks)
+    for hook in hooks:
+        if not _is_hook(hook):
+            raise TypeError(
+                    "All hooks must be SessionRunHook instances, given: {!r} in `{}`. A hook "
+                    "needs callable `begin`, `before_run`, `after_run` and `end` methods; "
+                    "subclass tf.compat.v1.train.SessionRunHook to get them.".format(hook, name))
+    return hooks
+
+
+def _is_metric_object(value: Any) -> bool:
+    return callable(getattr(value, "update_state", None)) and callable(
+            getattr(value, "result", None))
+
+
+def _validate_eval_metric_ops(eval_metric_ops: Any) -> dict:
+    if eval_metric_ops is None:
+        return {}
+    if not isinstance(eval_metric_ops, dict):
+        raise TypeError(
+                "`eval_metric_ops` must be a dict, given: {!r}. Map metric names to "
+                "(metric_value, update_op) tuples.".format(eval_metric_ops))
+    for key, value in eval_metric_ops.items():
+        if _is_metric_object(value):
+            continue
+        if not isinstance(value, tuple) or len(value) != 2:
+            raise TypeError(
+                    "Values of `eval_metric_ops` must be (metric_value, update_op) tuples, "
+                    "given: {!r} for key: {}. Return e.g. tf.compat.v1.metrics.accuracy(...) "
+                    "or a Metric object.".format(value, key))
+        for part in tf.nest.flatten(value):
+            if not (_is_tensor(part) or isinstance(part, tf.Operation)):
+                raise TypeError(
+                        "Values of `eval_metric_ops` must be (metric_value, update_op) tuples "
+                        "of Tensors or Operations, given: {!r} for key: {}."
+                        .format(value, key))
+    return eval_metric_ops
+
+
+def _validate_scaffold(scaffold: Any) -> Any:
+    if scaffold is not None and not isinstance(scaffold, tf.compat.v1.train.Scaffold):
+        raise TypeError(
+                "`scaffold` must be tf.train.Scaffold. Given: {!r}. Pass a "
+                "tf.compat.v1.train.Scaffold or None.".format(scaffold))
+    return scaffold
+
+
+class EstimatorSpec(collections.namedtuple("EstimatorSpec", [
+        "mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
+        "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks",
+        "prediction_hooks",
+])):
+    """What a plain (non-TPU) legacy `model_fn` returns.
+
+    Validated at construction so a bad `model_fn` fails where it was written, not deep inside
+    the training loop. Missing optional fields are normalised the legacy way: `predictions`
+    and `eval_metric_ops` become `{}`, hook fields become tuples, and a `[1]`-shaped loss
+    becomes a scalar.
+    """
+    __slots__ = ()
+
+    def __new__(cls,
+                mode: str,
+                predictions: Any = None,
+                loss: Any = None,
+                train_op: Any = None,
+                eval_metric_ops: Mapping[str, Any] | None = None,
+                export_outputs: Mapping[str, Any] | None = None,
+                training_chief_hooks: Iterable[Any] | None = None,
+                training_hooks: Iterable[Any] | None = None,
+                scaffold: Any = None,
+                evaluation_hooks: Iterable[Any] | None = None,
+                prediction_hooks: Iterable[Any] | None = None) -> "EstimatorSpec":
+        """Creates a validated spec; see the class docstring.
+
+        Raises:
+            ValueError: If a field required by `mode` is missing, `mode` is unknown or the
+                loss is not scalar.
+            TypeError: If a field has the wrong type.
+        """
+        _validate_mode(mode)
+        return super().__new__(
+                cls,
+                mode=mode,
+                predictions=_validate_predictions(predictions, mode),
+                loss=_validate_loss(loss, mode),
+                train_op=_validate_train_op(train_op, mode),
+                eval_metric_ops=_validate_eval_metric_ops(eval_metric_ops),
+                export_outputs=_validate_export_outputs(export_outputs, mode),
+                training_chief_hooks=_validate_hooks(training_chief_hooks,
+                                                     "training_chief_hooks"),
+                training_hooks=_validate_hooks(training_hooks, "training_hooks"),
+                scaffold=_validate_scaffold(scaffold),
+                evaluation_hooks=_validate_hooks(evaluation_hooks, "evaluation_hooks"),
+                prediction_hooks=_validate_hooks(prediction_hooks, "prediction_hooks"))
+
+    def _replace(self, **kwargs: Any) -> "EstimatorSpec":
+        """Returns a re-validated copy; the mode is fixed, as in legacy."""
+        if "mode" in kwargs and kwargs["mode"] != self.mode:
+            raise ValueError(
+                    "mode of EstimatorSpec cannot be changed: it is {!r}, `_replace` got {!r}. "
+                    "Build a new EstimatorSpec instead.".format(self.mode, kwargs["mode"]))
+        unknown = set(kwargs) - set(self._fields)
+        if unknown:
+            raise ValueError("Got unexpected field names: {}".format(sorted(unknown)))
+        fields = self._asdict()
+        fields.update(kwargs)
+        return EstimatorSpec(**fields)
+
+
+def _positional_arg_count(fn: Callable) -> int | None:
+    """Counts the positional parameters of `fn`; None if it takes *args or is opaque."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return None
+    return sum(p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                          inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+def validate_host_call(host_call: Any, name: str) -> None:
+    """Checks an `eval_metrics` or `host_call` value: `(fn, tensors)` with matching arity.
+
+    Both are shipped from the device to the host and replayed there, so their structure must
+    be fixed and their function callable with exactly the tensors given.
+
+    Args:
+        host_call: The `(fn, list_tuple_or_dict_of_tensors)` pair.
+        name: 'eval_metrics' or 'host_call', used in the messages.
+
+    Raises:
+        ValueError: If it is not a 2-element tuple/list whose second item is a
+            list/tuple/dict.
+        TypeError: If the first element is not callable.
+        RuntimeError: If a positional tensor list does not match the function's arguments.
+    """
+    if not isinstance(host_call, (tuple, list)):
+        raise ValueError(
+                "{} should be tuple or list, given: {!r}. Pass `{}=(fn, tensors)`."
+                .format(name, host_call, name))
+    if len(host_call) != 2:
+        raise ValueError(
+                "{} should have two elements, given {}: {!r}. Pass `{}=(fn, tensors)`."
+                .format(name, len(host_call), host_call, name))
+    fn, tensors = host_call
+    if not callable(fn):
+        raise TypeError("{}[0] should be callable, given: {!r}.".format(name, fn))
+    if not isinstance(tensors, (tuple, list, dict)):
+        raise ValueError(
+                "{}[1] should be tuple or list, or dict, given: {!r}.".format(name, tensors))
+    if isinstance(tensors, (tuple, list)):
+        expected = _positional_arg_count(fn)
+        if expected is not None and expected != len(tensors):
+            raise RuntimeError(
+                    "In TPUEstimatorSpec.{}, length of tensors {} does not match method args "
+                    "of the function, which takes {}. Pass one tensor per argument of `{}[0]`."
+                    .format(name, len(tensors), expected, name))
+
+
+def _call_host_fn(fn: Callable, tensors: Any, name: str) -> Any:
+    if isinstance(tensors, dict):
+        try:
+            return fn(**tensors)
+        except TypeError as e:
+            logging.warning(
+                    "Exception while calling %s: %s. It is likely the tensors (%s[1]) do not "
+                    "match the function's arguments", name, e, name)
+            raise
+    return fn(*tensors)
+
+
+class HostCallHook(tf.compat.v1.train.SessionRunHook):
+    """Carries the outputs of a `host_call` run on the host, as legacy CPU mode did.
+
+    Legacy attached such a hook so the host_call outputs (usually summary ops) were fetched
+    on every step. The tensors are also exposed as `tensors` so a TF2 loop can run them
+    without a session.
+    """
+
+    def __init__(self, tensors: Any) -> None:
+        self.tensors = tensors
+
+    def before_run(self, run_context: Any) -> tf.compat.v1.train.SessionRunArgs:
+        return tf.compat.v1.train.SessionRunArgs(self.tensors)
+
+
+class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", [
+        "mode", "predictions", "loss", "train_op", "eval_metrics", "export_outputs",
+        "scaffold_fn", "host_call", "training_hooks", "evaluation_hooks", "prediction_hooks",
+])):
+    """What a legacy TPU `model_fn` returns.
+
+    Differs from `EstimatorSpec` because on a TPU, metrics and summaries cannot run on the
+    device: `eval_metrics` and `host_call` are `(fn, tensors)` pairs whose tensors are
+    gathered from every replica (concatenated along the batch axis) and passed to `fn` on the
+    host. `scaffold_fn` defers building the Scaffold to the host for the same reason.
+    """
+    __slots__ = ()
+
+    def __new__(cls,
+                mode: str,
+                predictions: Any = None,
+                loss: Any = None,
+                train_op: Any = None,
+                eval_metrics: tuple | list | None = None,
+                export_outputs: Mapping[str, Any] | None = None,
+                scaffold_fn: Callable[[], Any] | None = None,
+                host_call: tuple | list | None = None,
+                training_hooks: Iterable[Any] | None = None,
+                evaluation_hooks: Iterable[Any] | None = None,
+                prediction_hooks: Iterable[Any] | None = None) -> "TPUEstimatorSpec":
+        """Creates a validated spec; see the class docstring.
+
+        Raises:
+            ValueError, TypeError, RuntimeError: As `EstimatorSpec` and `validate_host_call`.
+        """
+        _validate_mode(mode)
+        if eval_metrics is not None:
+            validate_host_call(eval_metrics, "eval_metrics")
+        if host_call is not None:
+            validate_host_call(host_call, "host_call")
+        if scaffold_fn is not None and not callable(scaffold_fn):
+            raise TypeError(
+                    "`scaffold_fn` must be callable (returning a tf.train.Scaffold), given: "
+                    "{!r}.".format(scaffold_fn))
+        return super().__new__(
+                cls,
+                mode=mode,
+                predictions=_validate_predictions(predictions, mode),
+                loss=_validate_loss(loss, mode),
+                train_op=_validate_train_op(train_op, mode),
+                eval_metrics=eval_metrics,
+                export_outputs=_validate_export_outputs(export_outputs, mode),
+                scaffold_fn=scaffold_fn,
+                host_call=host_call,
+                training_hooks=_validate_hooks(training_hooks, "training_hooks"),
+                evaluation_hooks=_validate_hooks(evaluation_hooks, "evaluation_hooks"),
+                prediction_hooks=_validate_hooks(prediction_hooks, "prediction_hooks"))
+
+    def as_estimator_spec(self) -> EstimatorSpec:
+        """Builds the equivalent `EstimatorSpec`, running the host-side functions in place.
+
+        This is what legacy did when `use_tpu=False`: with no device/host split, `metric_fn`
+        is called directly on the tensors to produce `eval_metric_ops`, `host_call` outputs
+        are attached to every hook list via a `HostCallHook`, and `scaffold_fn` is called to
+        build the scaffold. Call it inside the graph or function that owns the tensors.
+        """
+        eval_metric_ops = None
+        if self.eval_metrics is not None:
+            metric_fn, tensors = self.eval_metrics
+            eval_metric_ops = _call_host_fn(metric_fn, tensors, "eval_metrics")
+        extra_hooks: tuple = ()
+        if self.host_call is not None:
+            host_fn, tensors = self.host_call
+            extra_hooks = (HostCallHook(_call_host_fn(host_fn, tensors, "host_call")),)
+        scaffold = self.scaffold_fn() if self.scaffold_fn else None
+        return EstimatorSpec(
+                mode=self.mode,
+                predictions=self.predictions,
+                loss=self.loss,
+                train_op=self.train_op,
+                eval_metric_ops=eval_metric_ops,
+                export_outputs=self.export_outputs,
+                scaffold=scaffold,
+                training_hooks=self.training_hooks + extra_hooks,
+                evaluation_hooks=self.evaluation_hooks + extra_hooks,
+                prediction_hooks=self.prediction_hooks + extra_hooks)
+
+
+def validate_spec_type(spec: Any, mode: str, require_tpu_spec: bool = False
+                       ) -> EstimatorSpec | TPUEstimatorSpec:
+    """Checks what a `model_fn` returned before an estimator relies on it.
+
+    Args:
+        spec: The `model_fn` return value.
+        mode: The mode `model_fn` was called with.
+        require_tpu_spec: True when running the TPU path, where legacy demanded a
+            `TPUEstimatorSpec` (with dict predictions) for evaluation and prediction.
+
+    Returns:
+        `spec`, unchanged.
+
+    Raises:
+        ValueError: If `spec` is neither spec type, or an `EstimatorSpec` carries
+            `training_chief_hooks` (TPUEstimator never ran them).
+        RuntimeError: If `require_tpu_spec` and an `EstimatorSpec` is returned in EVAL or
+            PREDICT.
+        TypeError: If `require_tpu_spec` and PREDICT predictions are not a dict.
+    """
+    if not isinstance(spec, (EstimatorSpec, TPUEstimatorSpec)):
+        raise ValueError(
+                "model_fn should return an EstimatorSpec or a TPUEstimatorSpec, given: {} "
+                "({!r}).".format(type(spec).__name__, spec))
+    if spec.mode != mode:
+        logging.warning("model_fn was called with mode %r but returned a spec with mode %r.",
+                        mode, spec.mode)
+    if isinstance(spec, EstimatorSpec):
+        if require_tpu_spec and mode in (ModeKeys.EVAL, ModeKeys.PREDICT):
+            what = "evaluation" if mode == ModeKeys.EVAL else "prediction"
+            raise RuntimeError(
+                    "estimator_spec used by TPU {} must have type `TPUEstimatorSpec`. Got {}. "
+                    "Return a TPUEstimatorSpec from model_fn.".format(what, type(spec)))
+        if spec.training_chief_hooks:
+            raise ValueError(
+                    "training_chief_hooks returned by EstimatorSpec is not supported in "
+                    "TPUEstimator. If you want to pass training hooks, please pass via "
+                    "training_hooks.")
+        if spec.scaffold is not None:
+            logging.warning("EstimatorSpec.Scaffold is ignored by TPU train/eval. "
+                            "Please use TPUEstimatorSpec.")
+    elif (require_tpu_spec and mode == ModeKeys.PREDICT
+          and not isinstance(spec.predictions, dict)):
+        raise TypeError(
+                "TPUEstimatorSpec.predictions must be dict of Tensors, given: {!r}."
+                .format(spec.predictions))
+    return spec
+
+
+def check_eval_metrics_tensors_have_batch_dim(eval_metrics: Any,
+                                              name: str = "eval_metrics") -> None:
+    """Rejects scalar tensors in the tensors of `eval_metrics` (or `host_call`).
+
+    Per-replica tensors are concatenated along axis 0 before `metric_fn` sees them, which is
+    impossible for rank-0 values; legacy failed here too, so models that pass e.g. a scalar
+    mean loss learn to pass a `[1]`-shaped or per-example tensor instead.
+
+    Args:
+        eval_metrics: A `(fn, tensors)` pair or None.
+        name: The field name, used in the message.
+
+    Raises:
+        RuntimeError: For the first scalar (rank-0) tensor found.
+    """
+    if eval_metrics is None:
+        return
+    validate_host_call(eval_metrics, name)
+    tensors = eval_metrics[1]
+    items = tensors.items() if isinstance(tensors, dict) else enumerate(tensors)
+    for key, value in items:
+        rank = value.shape.rank if _is_tensor(value) else np.ndim(value)
+        if rank == 0:
+            raise RuntimeError(
+                    "All tensors outfed from TPU should preserve batch size dimension, but got "
+                    "scalar {!s} at `{}[1][{!r}]`. Give it a leading batch axis, e.g. "
+                    "tf.reshape(x, [1]) or a per-example tensor.".format(value, name, key))
