@@ -1,0 +1,352 @@
+"""The `TPUEstimator` facade: legacy constructor, legacy errors, and mode entry points.
+
+`TPUEstimator(model_fn, ...)` validates its arguments the way legacy did, then each public
+method wires the parts together: a strategy (`strategy.py`), variables (`variables.py`), a
+distributed input (`inputs.py`), a replica step (`replica_step.py`), the compiled loop and its
+driver (`loop.py`) and checkpoints (`checkpoints.py`). It holds no loop logic, no variable
+logic and no file formats of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Iterable, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from tpu_estimator_compat import checkpoints as checkpoints_lib
+from tpu_estimator_compat import config as config_lib
+from tpu_estimator_compat import cross_shard
+from tpu_estimator_compat import inputs as inputs_lib
+from tpu_estimator_compat import keras_env
+from tpu_estimator_compat import loop as loop_lib
+from tpu_estimator_compat import replica_step
+from tpu_estimator_compat import spec as spec_lib
+from tpu_estimator_compat import strategy as strategy_lib
+from tpu_estimator_compat import variables as variables_lib
+
+ModeKeys = spec_lib.ModeKeys
+_RESERVED_PARAMS_KEYS = (inputs_lib.BATCH_SIZE_KEY, inputs_lib.CONTEXT_KEY)
+
+
+def _check_positive_int(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"`{name}` must be a positive integer; received {value!r}. (Legacy: {name} must "
+            f"be positive integer.)")
+
+
+@dataclasses.dataclass
+class _Runtime:
+    """The live state for one strategy: its variables and global step."""
+
+    strategy: tf.distribute.Strategy
+    registry: variables_lib.VariableRegistry
+    global_step: tf.Variable
+    functions: dict[Any, Any] = dataclasses.field(default_factory=dict)
+
+    def scope(self):
+        return _RuntimeScope(self)
+
+
+class _RuntimeScope:
+    """Strategy scope + registry creator scope + v1-optimizer loss scaling, entered eagerly.
+
+    Entered around every trace and call so that code running in the strategy's merge_call
+    (v1 optimizer slots) and in replica threads shares one variable registry, and v1
+    optimizers average over replicas as Estimator did.
+    """
+
+    def __init__(self, runtime: _Runtime) -> None:
+        self._runtime = runtime
+        self._stack: list[Any] = []
+
+    def __enter__(self) -> None:
+        strategy = self._runtime.strategy
+        for cm in (strategy.scope(), self._runtime.registry.creator_scope(),
+                   strategy._scale_loss_for_estimator_enabled()):  # pylint: disable=protected-access
+            cm.__enter__()
+            self._stack.append(cm)
+
+    def __exit__(self, *exc: Any) -> None:
+        while self._stack:
+            self._stack.pop().__exit__(*exc)
+
+
+class TPUEstimator:
+    """Legacy `tf.compat.v1.estimator.tpu.TPUEstimator`, running on TF2 tf.distribute.
+
+    Args mirror the legacy constructor. With `use_tpu=True` the job runs on a TPU when one
+    is reachable, else on local GPUs or split CPU devices, else on the CPU (see
+    `strategy.py`); with `use_tpu=False` it runs on the CPU as legacy did.
+    """
+
+    def __init__(self,
+                 model_fn: Callable[..., Any] | None = None,
+                 model_dir: str | None = None,
+                 config: config_lib.RunConfig | None = None,
+                 params: dict[str, Any] | None = None,
+                 use_tpu: bool = True,
+                 train_batch_size: int | None = None,
+                 eval_batch_size: int | None = None,
+                 predict_batch_size: int | None = None,
+                 batch_axis: Any = None,
+                 eval_on_tpu: bool = True,
+                 export_to_tpu: bool = True,
+                 export_to_cpu: bool = True,
+                 warm_start_from: Any = None,
+                 embedding_config_spec: Any = None,
+                 export_saved_model_api_version: Any = None) -> None:
+        keras_env.check_legacy_keras()
+        if config is None or not isinstance(config, config_lib.RunConfig):
+            raise ValueError(
+                "`config` must be provided with type `tpu_config.RunConfig`; received "
+                f"{type(config).__name__}. Pass `config=tpu_estimator_compat.RunConfig(...)`.")
+        if params is not None and not isinstance(params, dict):
+            raise ValueError(f"`params` must be a dict or None; received {type(params).__name__}.")
+        if params is not None and any(k in params for k in _RESERVED_PARAMS_KEYS):
+            raise ValueError(
+                f"{list(_RESERVED_PARAMS_KEYS)} are reserved keys but existed in params "
+                f"{params}. Remove them: TPUEstimator sets params['batch_size'] itself from "
+                "train_batch_size/eval_batch_size/predict_batch_size.")
+        if model_fn is None or not callable(model_fn):
+            raise ValueError(f"`model_fn` must be callable; received {model_fn!r}.")
+        replica_step.check_model_fn_signature(model_fn)
+        if use_tpu:
+            if train_batch_size is None:
+                raise ValueError(
+                    "`train_batch_size` cannot be `None` when use_tpu=True. Pass the global "
+                    "batch size, e.g. TPUEstimator(..., train_batch_size=1024).")
+            _check_positive_int(train_batch_size, "train_batch_size")
+        for name, value in (("train_batch_size", train_batch_size),
+                            ("eval_batch_size", eval_batch_size),
+                            ("predict_batch_size", predict_batch_size)):
+            if value is not None:
+                _check_positive_int(value, name)
+        if embedding_config_spec is not None:
+            raise NotImplementedError(
+                "`embedding_config_spec` (TPU embedding) is not supported by "
+                "tpu_estimator_compat. Use a `tf.compat.v1.get_variable` embedding table "
+                "with `tf.nn.embedding_lookup` in model_fn instead.")
+        self._model_dir = config_lib.validate_model_dir(model_dir, config)
+        self._config = config.replace(model_dir=self._model_dir)
+        self._params = dict(params or {})
+        self._model_fn = model_fn
+        self._use_tpu = bool(use_tpu)
+        self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
+                             ModeKeys.PREDICT: predict_batch_size}
+        self._eval_on_tpu = eval_on_tpu
+        self._export_to_tpu = export_to_tpu
+        self._warm_start_from = warm_start_from
+        self._batch_axis = batch_axis
+        self._runtimes: dict[int, _Runtime] = {}
+        cross_shard.install()
+
+    # ------------------------------------------------------------------------------------
+    # Legacy read-only properties.
+
+    @property
+    def model_dir(self) -> str:
+        return self._model_dir
+
+    @property
+    def config(self) -> config_lib.RunConfig:
+        return self._config
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self._params)
+
+    @property
+    def model_fn(self) -> Callable[..., Any]:
+        return self._model_fn
+
+    def latest_checkpoint(self) -> str | None:
+        return tf.train.latest_checkpoint(self._model_dir)
+
+    def get_variable_names(self) -> list[str]:
+        return [name for name, _ in tf.train.list_variables(self._require_checkpoint())]
+
+    def get_variable_value(self, name: str) -> Any:
+        return tf.train.load_variable(self._require_checkpoint(), name)
+
+    def _require_checkpoint(self) -> str:
+        path = self.latest_checkpoint()
+        if path is None:
+            raise ValueError(f"Could not find trained model in model_dir: {self._model_dir}. "
+                             "Train first.")
+        return path
+
+    # ------------------------------------------------------------------------------------
+    # Runtime.
+
+    def _distribute_for(self, mode: str) -> tf.distribute.Strategy | None:
+        if mode == ModeKeys.TRAIN:
+            return self._config.train_distribute
+        return self._config.eval_distribute or self._config.train_distribute
+
+    def _runtime(self, mode: str) -> _Runtime:
+        tpu_config = self._config.tpu_config
+        use_tpu = self._use_tpu and (mode == ModeKeys.TRAIN or self._eval_on_tpu)
+        choice = strategy_lib.select(use_tpu=use_tpu, distribute=self._distribute_for(mode),
+                                     cluster=self._config.cluster,
+                                     num_shards=tpu_config.num_shards)
+        key = id(choice.strategy)
+        if key not in self._runtimes:
+            registry = variables_lib.VariableRegistry()
+            with choice.strategy.scope():
+                global_step = variables_lib.create_global_step(registry)
+            self._runtimes[key] = _Runtime(choice.strategy, registry, global_step)
+        return self._runtimes[key]
+
+    def _plan(self, mode: str, strategy: tf.distribute.Strategy) -> inputs_lib.BatchPlan:
+        name = {ModeKeys.TRAIN: "train_batch_size", ModeKeys.EVAL: "eval_batch_size",
+                ModeKeys.PREDICT: "predict_batch_size"}[mode]
+        pipeline = self._config.tpu_config.effective_input_pipeline(mode == ModeKeys.TRAIN)
+        num_hosts = max(1, getattr(strategy.extended, "_num_workers", 1) or 1)
+        return inputs_lib.plan_batches(
+            global_batch_size=self._batch_sizes[mode], batch_name=name,
+            num_replicas=strategy.num_replicas_in_sync, num_hosts=num_hosts,
+            pipeline=pipeline, use_tpu=self._use_tpu)
+
+    def _caller(self, plan: inputs_lib.BatchPlan) -> replica_step.ModelFnCaller:
+        def context_factory(mode: str) -> inputs_lib.TPUContext:
+            return inputs_lib.TPUContext(None, plan, mode)
+
+        return replica_step.ModelFnCaller(self._model_fn, self._params, self._config,
+                                          self._use_tpu, context_factory)
+
+    def _checkpoint_manager(self, runtime: _Runtime) -> checkpoints_lib.CheckpointManager:
+        saver = checkpoints_lib.V1Saver(runtime.registry.by_name())
+        return checkpoints_lib.CheckpointManager(
+            self._model_dir, saver,
+            keep_checkpoint_max=self._config.keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=self._config.keep_checkpoint_every_n_hours)
+
+    # ------------------------------------------------------------------------------------
+    # train
+
+    def train(self, input_fn: Callable[..., Any], hooks: Sequence[Any] | None = None,
+              steps: int | None = None, max_steps: int | None = None,
+              saving_listeners: Sequence[Any] | None = None) -> "TPUEstimator":
+        """Trains `steps` more steps, or up to global step `max_steps` (legacy semantics)."""
+        _validate_steps(steps, max_steps, use_tpu=self._use_tpu)
+        if hooks:
+            raise NotImplementedError(
+                f"`hooks` ({list(hooks)}) are not supported yet by tpu_estimator_compat.train; "
+                "remove them.")
+        inputs_lib.check_input_fn_signature(input_fn)
+        start_step = _step_of_latest(self._model_dir)
+        if max_steps is not None and start_step >= max_steps:
+            logging.info("Skipping training since max_steps has already saved.")
+            return self
+        target = max_steps if max_steps is not None else (
+            start_step + steps if steps is not None else None)
+        runtime = self._runtime(ModeKeys.TRAIN)
+        plan = self._plan(ModeKeys.TRAIN, runtime.strategy)
+        if self._config.tf_random_seed is not None:
+            tf.random.set_seed(self._config.tf_random_seed)
+        with runtime.scope():
+            dataset = inputs_lib.distribute(
+                runtime.strategy, input_fn, params=self._params, config=self._config,
+                mode=ModeKeys.TRAIN, plan=plan, use_tpu=self._use_tpu)
+            iterator = iter(dataset)
+            run_n = self._train_function(runtime, plan)
+            # Tracing creates the variables; only then can the checkpoint be restored.
+            run_n.get_concrete_function(iterator, tf.TensorSpec([], tf.int32))
+            manager = self._checkpoint_manager(runtime)
+            manager.restore_latest()
+            step = int(runtime.global_step.numpy())
+            cadence = checkpoints_lib.SaveCadence(
+                save_steps=self._config.save_checkpoints_steps,
+                save_secs=self._config.save_checkpoints_secs)
+            policy = _SavePolicy(manager, cadence, saving_listeners or ())
+            policy.begin(step)
+
+            def run_steps(n: int) -> loop_lib.LoopResult:
+                with runtime.scope():
+                    steps_run, losses = run_n(iterator, tf.constant(n, tf.int32))
+                return loop_lib.LoopResult(int(steps_run), losses.numpy())
+
+            driver = loop_lib.TrainDriver(
+                run_steps=run_steps, read_step=lambda: int(runtime.global_step.numpy()),
+                checkpoint=policy, examples_per_step=plan.global_batch_size)
+            final = driver.run(target_step=target if target is not None else 2**62,
+                               iterations_per_loop=self._iterations_per_loop())
+            policy.end(final)
+        logging.info("Loss for final step: %s.", driver.last_loss)
+        return self
+
+    def _iterations_per_loop(self) -> int:
+        parsed = self._config.tpu_config.parsed_iterations_per_loop
+        if parsed.unit != "count":
+            raise NotImplementedError(
+                f"`iterations_per_loop` in seconds ({parsed.value}{parsed.unit}) is not "
+                "supported; give a step count, e.g. iterations_per_loop=100.")
+        return parsed.value
+
+    def _train_function(self, runtime: _Runtime, plan: inputs_lib.BatchPlan) -> Any:
+        key = (ModeKeys.TRAIN, plan)
+        if key not in runtime.functions:
+            step = replica_step.make_train_step(self._caller(plan), runtime.registry,
+                                                runtime.global_step, plan.for_model_fn)
+            runtime.functions[key] = loop_lib.make_multi_step_train_fn(runtime.strategy, step)
+        return runtime.functions[key]
+
+
+class _SavePolicy:
+    """Legacy CheckpointSaverHook semantics at loop granularity, plus saving listeners."""
+
+    def __init__(self, manager: checkpoints_lib.CheckpointManager,
+                 cadence: checkpoints_lib.SaveCadence, listeners: Iterable[Any]) -> None:
+        self._manager = manager
+        self._cadence = cadence
+        self._listeners = list(listeners)
+        self._last_saved: int | None = None
+
+    def begin(self, step: int) -> None:
+        for listener in self._listeners:
+            listener.begin()
+        self.save(step)  # Legacy saved the starting state when the session was created.
+
+    def should_save(self, step: int) -> bool:
+        return self._cadence.should_save(step)
+
+    def save(self, step: int) -> str:
+        for listener in self._listeners:
+            listener.before_save(None, step)
+        path = self._manager.save(step)
+        self._cadence.mark_saved(step)
+        self._last_saved = step
+        for listener in self._listeners:
+            if listener.after_save(None, step):
+                logging.info("A CheckpointSaverListener requested a stop.")
+        return path
+
+    def end(self, step: int) -> None:
+        if self._last_saved != step:
+            self.save(step)
+        for listener in self._listeners:
+            listener.end(None, step)
+
+
+def _validate_steps(steps: int | None, max_steps: int | None, *, use_tpu: bool) -> None:
+    if steps is not None and max_steps is not None:
+        raise ValueError(
+            f"Can not provide both steps and max_steps (received steps={steps}, "
+            f"max_steps={max_steps}). Pass one of them.")
+    if steps is not None and (isinstance(steps, bool) or steps <= 0):
+        raise ValueError(f"Must specify steps > 0, given: {steps}.")
+    if max_steps is not None and (isinstance(max_steps, bool) or max_steps <= 0):
+        raise ValueError(f"Must specify max_steps > 0, given: {max_steps}.")
+    if use_tpu and steps is None and max_steps is None:
+        raise ValueError(
+            "For TPU training, one of `steps` or `max_steps` must be set. Cannot be both "
+            "`None`. Pass e.g. estimator.train(input_fn, max_steps=1000).")
+
+
+def _step_of_latest(model_dir: str) -> int:
+    path = tf.train.latest_checkpoint(model_dir) if tf.io.gfile.exists(model_dir) else None
+    return 0 if path is None else checkpoints_lib.checkpoint_step(path)

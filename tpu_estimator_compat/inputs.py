@@ -1,0 +1,224 @@
+"""Input distribution: legacy `input_fn(params)` to a per-replica distributed dataset.
+
+Owns the legacy batch-size rules (`params['batch_size']` per `InputPipelineConfig`), calling
+the user's input_fn once per input pipeline (host) through
+`strategy.distribute_datasets_from_function`, turning what it returns (a `tf.data.Dataset` or
+a `(features, labels)` tuple of tensors) into a dataset of per-replica batches, and the legacy
+`params['context']` object. It knows nothing of model_fns, specs or the training loop.
+
+The rules, for a global batch B, R replicas and H hosts (legacy `tpu_context.py`):
+
+| pipeline      | input_fn gets | called      | model_fn gets |
+|---------------|---------------|-------------|---------------|
+| PER_HOST_V1   | B / H         | per host    | B / R         |
+| PER_HOST_V2   | B / R         | per host    | B / R         |
+| PER_SHARD_V1  | B / R         | per replica | B / R         |
+| BROADCAST     | B             | per host    | B             |
+| `use_tpu=False` on one replica | B | once     | B             |
+
+PER_HOST_V1 batches are split into R/H consecutive slices, replica i taking slice i, as the
+TPU infeed did. PER_SHARD_V1 is served by one pipeline per host whose batches are per replica,
+which is what a per-core input_fn produced.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from tpu_estimator_compat.config import InputPipelineConfig
+
+BATCH_SIZE_KEY = "batch_size"
+CONTEXT_KEY = "context"
+USE_TPU_KEY = "use_tpu"
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+    """Batch sizes for one mode, derived once from the legacy rules."""
+
+    global_batch_size: int | None
+    for_input_fn: int | None
+    for_model_fn: int | None
+    pipeline: int
+    num_replicas: int
+    num_hosts: int
+    rebatch_to: int | None  # PER_HOST_V1: split each host batch into per-replica batches.
+
+
+def plan_batches(*, global_batch_size: int | None, batch_name: str, num_replicas: int,
+                 num_hosts: int, pipeline: int, use_tpu: bool) -> BatchPlan:
+    """Applies the legacy batch-size rules, validating divisibility first.
+
+    Args:
+      global_batch_size: `train_batch_size` / `eval_batch_size` / `predict_batch_size`.
+      batch_name: the constructor argument's name, for error messages.
+      num_replicas: replicas in sync on the chosen strategy.
+      num_hosts: input pipelines (workers).
+      pipeline: an `InputPipelineConfig` value.
+      use_tpu: legacy `use_tpu`; with one replica and `use_tpu=False` input_fn gets B.
+    """
+    if global_batch_size is None:
+        return BatchPlan(None, None, None, pipeline, num_replicas, num_hosts, None)
+    if num_replicas > 1 or use_tpu:
+        if global_batch_size % num_replicas:
+            raise ValueError(
+                f"`{batch_name}` ({global_batch_size}) must be divisible by the number of "
+                f"replicas ({num_replicas}). Use a multiple of {num_replicas}. (Legacy: "
+                f"batch size {global_batch_size} must be divisible by number of replicas "
+                f"{num_replicas}.)")
+    per_replica = global_batch_size // num_replicas
+    if num_replicas == 1 and not use_tpu:
+        return BatchPlan(global_batch_size, global_batch_size, global_batch_size, pipeline,
+                         1, num_hosts, None)
+    if pipeline == InputPipelineConfig.BROADCAST:
+        return BatchPlan(global_batch_size, global_batch_size, global_batch_size, pipeline,
+                         num_replicas, num_hosts, None)
+    if pipeline == InputPipelineConfig.PER_HOST_V1:
+        per_host = global_batch_size // num_hosts
+        rebatch = per_replica if per_host != per_replica else None
+        return BatchPlan(global_batch_size, per_host, per_replica, pipeline, num_replicas,
+                         num_hosts, rebatch)
+    return BatchPlan(global_batch_size, per_replica, per_replica, pipeline, num_replicas,
+                     num_hosts, None)
+
+
+class TPUContext:
+    """The legacy `params['context']` surface, backed by a `tf.distribute.InputContext`.
+
+    ResNet and BERT input_fns read it to shard files by host:
+    `dataset.shard(ctx.num_hosts, ctx.current_host)`.
+    """
+
+    def __init__(self, input_context: tf.distribute.InputContext | None, plan: BatchPlan,
+                 mode: str) -> None:
+        self._input_context = input_context
+        self._plan = plan
+        self._mode = mode
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def num_replicas(self) -> int:
+        return self._plan.num_replicas
+
+    @property
+    def num_hosts(self) -> int:
+        return self._plan.num_hosts
+
+    @property
+    def current_host(self) -> int:
+        return self._input_context.input_pipeline_id if self._input_context else 0
+
+    @property
+    def num_of_replicas_per_host(self) -> int:
+        return max(1, self._plan.num_replicas // self._plan.num_hosts)
+
+    @property
+    def num_of_cores_per_host(self) -> int:
+        return self.num_of_replicas_per_host
+
+    @property
+    def input_context(self) -> tf.distribute.InputContext | None:
+        return self._input_context
+
+    def current_input_fn_deployment(self) -> tuple[str, int, int]:
+        """(host device, invocation index, total invocations), as legacy returned it."""
+        host = f"/job:worker/task:{self.current_host}/device:CPU:0"
+        return host, self.current_host, self.num_hosts
+
+    @property
+    def device_assignment(self) -> None:
+        return None
+
+
+def _accepted_args(fn: Callable[..., Any]) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def check_input_fn_signature(input_fn: Callable[..., Any]) -> None:
+    """Legacy TPUEstimator passes the batch size through `params`; input_fn must take it."""
+    if "params" not in _accepted_args(input_fn):
+        raise ValueError(
+            f"input_fn ({input_fn}) does not include params argument, required by "
+            "TPUEstimator to pass batch size as params['batch_size']. Define it as "
+            "`def input_fn(params):`.")
+
+
+def call_input_fn(input_fn: Callable[..., Any], *, params: dict[str, Any], config: Any,
+                  mode: str, plan: BatchPlan, input_context: tf.distribute.InputContext | None,
+                  use_tpu: bool) -> Any:
+    """Calls input_fn with what it asks for: `params`, and optionally `config`, `mode`."""
+    check_input_fn_signature(input_fn)
+    args = _accepted_args(input_fn)
+    params = copy.deepcopy(params)
+    if plan.for_input_fn is not None:
+        params[BATCH_SIZE_KEY] = plan.for_input_fn
+    if use_tpu:
+        params[CONTEXT_KEY] = TPUContext(input_context, plan, mode)
+    kwargs: dict[str, Any] = {"params": params}
+    if "config" in args:
+        kwargs["config"] = copy.deepcopy(config)
+    if "mode" in args:
+        kwargs["mode"] = mode
+    if "input_context" in args:
+        kwargs["input_context"] = input_context
+    return input_fn(**kwargs)
+
+
+def to_dataset(result: Any, *, repeat_tensors: bool) -> tf.data.Dataset:
+    """Turns what input_fn returned into a dataset of (features, labels) or features.
+
+    A `(features, labels)` tuple of tensors stands for "the same batch every step", as the
+    tensors did in a TF1 graph, so it repeats.
+    """
+    if isinstance(result, tf.data.Dataset):
+        return result
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        dataset = tf.data.Dataset.from_tensors(tuple(result))
+    elif isinstance(result, (tf.Tensor, dict)):
+        dataset = tf.data.Dataset.from_tensors(result)
+    else:
+        raise TypeError(
+            "input_fn must return a `tf.data.Dataset`, a `(features, labels)` tuple or "
+            f"`features`; received {type(result).__name__}: {result!r:.200}.")
+    return dataset.repeat() if repeat_tensors else dataset
+
+
+def split_element(element: Any) -> tuple[Any, Any]:
+    """(features, labels) from one dataset element; labels is None when absent."""
+    if isinstance(element, (tuple, list)):
+        if len(element) == 2:
+            return element[0], element[1]
+        if len(element) == 1:
+            return element[0], None
+        raise ValueError(
+            f"input_fn's dataset yields a tuple of {len(element)} elements; expected "
+            "`(features, labels)` or `features`. Return `(features, labels)`.")
+    return element, None
+
+
+def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any], *,
+               params: dict[str, Any], config: Any, mode: str, plan: BatchPlan,
+               use_tpu: bool, repeat_tensors: bool = True) -> tf.distribute.DistributedDataset:
+    """Calls input_fn once per host and returns the per-replica distributed dataset."""
+
+    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        result = call_input_fn(input_fn, params=params, config=config, mode=mode, plan=plan,
+                               input_context=input_context, use_tpu=use_tpu)
+        dataset = to_dataset(result, repeat_tensors=repeat_tensors)
+        if plan.rebatch_to is not None:
+            dataset = dataset.rebatch(plan.rebatch_to)
+        return dataset
+
+    options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
+    return strategy.distribute_datasets_from_function(dataset_fn, options)

@@ -1,0 +1,298 @@
+"""The v1 variable and collection layer: TF1 variable semantics inside TF2 traced steps.
+
+A TF1 `model_fn` creates its variables every time it is called, and expects them in graph
+collections (`GLOBAL_VARIABLES`, `TRAINABLE_VARIABLES`, `GLOBAL_STEP`, ...). Under
+`tf.function` the model_fn is called once per trace and once per replica, so this module
+owns three things:
+
+* `VariableRegistry`: one variable per v1 name for the life of an estimator. The first request
+  for a name creates the variable eagerly (under `tf.init_scope`, through the strategy's own
+  creator, so it is mirrored/replicated as the strategy requires); every later request, from
+  any trace, any mode or any replica, gets the same object back.
+* `replica_scope`: entered at the top of every replica step. It gives the replica what a TPU
+  core saw when legacy TPUEstimator built its graph: a fresh v1 variable store and variable
+  scope, fresh Keras layer-name counters, empty per-step collections, and the global step in
+  `GLOBAL_STEP`.
+* `global_step`: created eagerly before any model_fn runs, as Estimator did.
+
+It knows nothing of modes, specs, input pipelines or checkpoint files; `checkpoints.py` saves
+`VariableRegistry.by_name()` under the names recorded here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable, Iterator
+
+import tensorflow as tf
+
+from tpu_estimator_compat import _tf_private
+
+_v1 = tf.compat.v1
+
+# Collections that hold per-step ops or tensors. TF1 filled them once per graph build; here
+# every replica of every trace must start with them empty, or replica 2 would see replica 1's
+# losses (MirroredStrategy traces all replicas into one graph).
+_PER_STEP_COLLECTIONS = (
+    _v1.GraphKeys.LOSSES,
+    _v1.GraphKeys.REGULARIZATION_LOSSES,
+    _v1.GraphKeys.UPDATE_OPS,
+    _v1.GraphKeys.SUMMARIES,
+)
+
+GLOBAL_STEP_NAME = "global_step"
+
+
+class VariableCreationError(ValueError):
+    """A model_fn created a variable in a way the shim cannot hold across traces."""
+
+
+class VariableRegistry:
+    """Creates each v1-named variable once and hands it back on every later request.
+
+    Why a registry and not `tf.function`'s own variable lifting: a TF1 model_fn is traced
+    many times (train loop, eval loop, predict loop, every retrace, every replica), and
+    `tf.function` forbids creating variables after its first trace. Keying by the v1 name a
+    TF1 graph would have given the variable makes the variables independent of how often
+    the model_fn is traced, and makes those names available for legacy checkpoints.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._by_name: dict[str, tf.Variable] = {}
+        self._names: dict[int, str] = {}
+        self._local = threading.local()
+        self._step_prefix = ""
+
+    # ----------------------------------------------------------------------------------
+    # Public queries.
+
+    def by_name(self) -> dict[str, tf.Variable]:
+        """Returns {v1 name: variable} in creation order."""
+        with self._lock:
+            return dict(self._by_name)
+
+    def name_of(self, variable: Any) -> str | None:
+        """The v1 name under which `variable` was registered, if any."""
+        return self._names.get(id(variable))
+
+    def get(self, name: str) -> tf.Variable | None:
+        return self._by_name.get(name)
+
+    def add(self, name: str, variable: tf.Variable) -> None:
+        """Registers a variable created outside a model_fn (e.g. the global step)."""
+        with self._lock:
+            if name in self._by_name and self._by_name[name] is not variable:
+                raise VariableCreationError(
+                    f"A different variable is already registered as `{name}`.")
+            self._by_name[name] = variable
+            self._names[id(variable)] = name
+
+    # ----------------------------------------------------------------------------------
+    # Creation.
+
+    @contextlib.contextmanager
+    def creator_scope(self, strip_prefix: str | None = None) -> Iterator[None]:
+        """Routes every variable created inside through this registry.
+
+        Args:
+          strip_prefix: the name scope the replica step runs under (e.g. `while/replica_1`),
+            which TF1 would not have had and which must not reach checkpoint names. None
+            outside a replica step (around a traced call, where merge_call code such as
+            optimizer slot creation runs with explicit names).
+        """
+        if strip_prefix is not None and not tf.distribute.in_cross_replica_context():
+            context = tf.distribute.get_replica_context()
+            if tf.get_static_value(context.replica_id_in_sync_group) == 0:
+                self._step_prefix = strip_prefix
+        previous = (getattr(self._local, "strip_prefix", None),
+                    getattr(self._local, "used_names", None))
+        self._local.strip_prefix = strip_prefix
+        self._local.used_names = set() if strip_prefix is not None else None
+        try:
+            with tf.variable_creator_scope(self._creator):
+                yield
+        finally:
+            self._local.strip_prefix, self._local.used_names = previous
+
+    def _v1_name(self, requested: str | None) -> str:
+        # The current name scope of whatever builds the variable: the traced graph's, or
+        # the eager context's under `tf.init_scope` (Keras builds layers there).
+        scope = tf.get_current_name_scope()
+        base = (requested or "Variable").rstrip("/")  # v1 slot names end with '/'.
+        full = f"{scope}/{base}" if scope else base
+        prefix = getattr(self._local, "strip_prefix", None)
+        if prefix is None:
+            # Cross-replica code inside the step (merge_call: Adam's `beta1_power`) runs in
+            # the step's name scope without a replica suffix.
+            prefix = self._step_prefix
+        if prefix and (full == prefix or full.startswith(prefix + "/")):
+            full = full[len(prefix) + 1:]
+        used = getattr(self._local, "used_names", None)
+        if used is not None:
+            # Uniquify within this replica's trace the way a TF1 graph did, so a second
+            # `tf.Variable(name='v')` becomes `v_1`. Per replica, not per graph: all
+            # MirroredStrategy replicas trace into one graph but must get the same names.
+            # (get_variable never asks twice: its variable store raises first.)
+            unique, i = full, 0
+            while unique in used:
+                i += 1
+                unique = f"{full}_{i}"
+            used.add(unique)
+            full = unique
+        return full
+
+    def _creator(self, next_creator: Callable[..., tf.Variable], **kwargs: Any) -> tf.Variable:
+        if getattr(self._local, "creating", False):
+            # Re-entered from our own `next_creator` call: the scope is entered both around
+            # the traced call (for merge_call code such as optimizer slots) and per replica.
+            return next_creator(**kwargs)
+        name = self._v1_name(kwargs.get("name"))
+        with self._lock:
+            variable = self._by_name.get(name)
+            if variable is None:
+                self._local.creating = True
+                try:
+                    variable = self._create(next_creator, name, kwargs)
+                finally:
+                    self._local.creating = False
+                self._by_name[name] = variable
+                self._names[id(variable)] = name
+            else:
+                _check_compatible(name, variable, kwargs)
+        _register_in_collections(variable, kwargs)
+        return variable
+
+    def _create(self, next_creator: Callable[..., tf.Variable], name: str,
+                kwargs: dict[str, Any]) -> tf.Variable:
+        kwargs = dict(kwargs)
+        kwargs["name"] = name
+        initial_value = kwargs.get("initial_value")
+        if isinstance(initial_value, tf.Tensor) and not _is_eager_tensor(initial_value):
+            static = tf.get_static_value(initial_value)
+            if static is not None:
+                kwargs["initial_value"] = static
+            else:
+                return _create_lifted(next_creator, name, kwargs)
+        if (kwargs.get("synchronization") != tf.VariableSynchronization.ON_READ and
+                kwargs.get("aggregation") in (None, tf.VariableAggregation.NONE)):
+            # On a TPU each core applied the same (cross-replica summed) update to its own
+            # copy. ONLY_FIRST_REPLICA lets a replica-context assign (a custom optimizer's
+            # apply_gradients, `global_step.assign_add`) do the same on mirrored variables.
+            kwargs["aggregation"] = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        # Created eagerly, outside every trace, so the variable outlives the trace that asked
+        # for it. Lifting off: tf.function must not also track it as its own.
+        kwargs["experimental_enable_variable_lifting"] = False
+        with tf.init_scope(), tf.name_scope(""):  # `name` is already the full v1 name.
+            return next_creator(**kwargs)
+
+
+def _is_eager_tensor(value: Any) -> bool:
+    return hasattr(value, "numpy") and not hasattr(value, "graph")
+
+
+def _create_lifted(next_creator: Callable[..., tf.Variable], name: str,
+                   kwargs: dict[str, Any]) -> tf.Variable:
+    """Creates a variable whose initial value is a computed tensor (e.g. `truncated_normal`).
+
+    The initializer is lifted out of the trace by tf.function's own machinery, which only
+    works on a function's first trace and only for values that do not depend on the
+    function's inputs.
+    """
+    try:
+        return next_creator(**kwargs)
+    except ValueError as e:
+        raise VariableCreationError(
+            f"`tf.Variable` `{name}` has an initial value computed inside model_fn that "
+            f"cannot be lifted out of the step function (it depends on `features`, "
+            f"`labels` or another per-step tensor). Received initial value "
+            f"{kwargs.get('initial_value')!r}. Use an initializer instead, e.g. "
+            f"`tf.compat.v1.get_variable('{name.split('/')[-1]}', shape, "
+            f"initializer=...)`, or a callable initial value.") from e
+
+
+def _check_compatible(name: str, variable: tf.Variable, kwargs: dict[str, Any]) -> None:
+    shape = kwargs.get("shape")
+    if shape is None:
+        init = kwargs.get("initial_value")
+        shape = getattr(init, "shape", None) if not callable(init) else None
+    if shape is None:
+        return
+    shape = tf.TensorShape(shape)
+    if shape.rank is not None and variable.shape.rank is not None and not shape.is_compatible_with(
+            variable.shape):
+        raise VariableCreationError(
+            f"model_fn asked for variable `{name}` with shape {shape}, but the variable "
+            f"created earlier under that name has shape {variable.shape}. A model_fn must "
+            f"create the same variables, with the same shapes, in every mode and every call.")
+
+
+def _register_in_collections(variable: tf.Variable, kwargs: dict[str, Any]) -> None:
+    """Adds the variable to the v1 collections TF1 would have put it in."""
+    collections = kwargs.get("collections")
+    if collections is None:
+        collections = [_v1.GraphKeys.GLOBAL_VARIABLES]
+    collections = list(collections)
+    trainable = kwargs.get("trainable")
+    if trainable is None:
+        trainable = kwargs.get("synchronization") != tf.VariableSynchronization.ON_READ
+    if trainable and _v1.GraphKeys.TRAINABLE_VARIABLES not in collections:
+        collections.append(_v1.GraphKeys.TRAINABLE_VARIABLES)
+    for graph in _graphs_to_register_in():
+        for key in collections:
+            ref = graph.get_collection_ref(key)
+            if not any(item is variable for item in ref):
+                ref.append(variable)
+
+
+_REPLICA_GRAPH = threading.local()
+
+
+def _graphs_to_register_in() -> list[tf.Graph]:
+    # Keras builds layers under `tf.init_scope`; the default graph there is still the traced
+    # graph, but be explicit: the replica's traced graph is where `minimize()` looks.
+    graphs = [_v1.get_default_graph()]
+    replica_graph = getattr(_REPLICA_GRAPH, "graph", None)
+    if replica_graph is not None and replica_graph is not graphs[0]:
+        graphs.append(replica_graph)
+    return graphs
+
+
+def create_global_step(registry: VariableRegistry) -> tf.Variable:
+    """Creates (or returns) the int64 global step, eagerly, as Estimator did before model_fn.
+
+    Call inside `strategy.scope()` so the strategy places it; it is aggregated with
+    ONLY_FIRST_REPLICA so that increments inside replica steps apply once per step.
+    """
+    existing = registry.get(GLOBAL_STEP_NAME)
+    if existing is not None:
+        return existing
+    variable = tf.Variable(
+        0, dtype=tf.int64, name=GLOBAL_STEP_NAME, trainable=False,
+        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    registry.add(GLOBAL_STEP_NAME, variable)
+    return variable
+
+
+@contextlib.contextmanager
+def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Iterator[None]:
+    """Makes the current replica's trace look like a fresh TF1 graph to the model_fn."""
+    graph = _v1.get_default_graph()
+    strip_prefix = graph.get_name_scope()
+    for key in _PER_STEP_COLLECTIONS + _tf_private.VARIABLE_STORE_COLLECTIONS:
+        del graph.get_collection_ref(key)[:]
+    tf.compat.v1.keras.backend.reset_uids()
+    for key in (_v1.GraphKeys.GLOBAL_STEP, _v1.GraphKeys.GLOBAL_VARIABLES):
+        ref = graph.get_collection_ref(key)
+        if not any(item is global_step for item in ref):
+            ref.append(global_step)
+    previous_graph = getattr(_REPLICA_GRAPH, "graph", None)
+    _REPLICA_GRAPH.graph = graph
+    root = _v1.VariableScope(reuse=False, name="")
+    try:
+        with registry.creator_scope(strip_prefix), _v1.variable_scope(
+                root, auxiliary_name_scope=False):
+            yield
+    finally:
+        _REPLICA_GRAPH.graph = previous_graph
