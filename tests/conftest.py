@@ -34,8 +34,11 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored8":
-        return tf.distribute.MirroredStrategy(
-                [f"/cpu:{i}" for i in range(NUM_LOGICAL_CPUS)])
+        # The library's process-wide instance: MirroredStrategy instances over the same
+        # devices share collective keys and must not coexist.
+        from tpu_estimator_compat import strategy as strategy_lib
+        return strategy_lib.mirrored_over(
+                [d.name for d in tf.config.list_logical_devices("CPU")])
     raise ValueError(name)
 
 

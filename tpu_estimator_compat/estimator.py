@@ -247,7 +247,9 @@ class TPUEstimator:
         runtime = self._runtime(ModeKeys.TRAIN)
         plan = self._plan(ModeKeys.TRAIN, runtime.strategy)
         if self._config.tf_random_seed is not None:
-            tf.random.set_seed(self._config.tf_random_seed)
+            # Keras 2 initializers draw their seeds from Python's `random`, so seeding TF
+            # alone does not repeat a run; legacy graph mode got this from the graph seed.
+            tf.keras.utils.set_random_seed(self._config.tf_random_seed)
         with runtime.scope():
             dataset = inputs_lib.distribute(
                 runtime.strategy, input_fn, params=self._params, config=self._config,
@@ -309,10 +311,13 @@ class _SavePolicy:
     def begin(self, step: int) -> None:
         for listener in self._listeners:
             listener.begin()
-        self.save(step)  # Legacy saved the starting state when the session was created.
+        if self._cadence.enabled:
+            # Legacy CheckpointSaverHook saved the starting state when the session was created,
+            # rewriting an existing checkpoint of that step with the restored values.
+            self.save(step)
 
     def should_save(self, step: int) -> bool:
-        return self._cadence.should_save(step)
+        return self._cadence.enabled and self._cadence.should_save(step)
 
     def save(self, step: int) -> str:
         for listener in self._listeners:
@@ -326,7 +331,7 @@ class _SavePolicy:
         return path
 
     def end(self, step: int) -> None:
-        if self._last_saved != step:
+        if self._cadence.enabled and self._last_saved != step:
             self.save(step)
         for listener in self._listeners:
             listener.end(None, step)

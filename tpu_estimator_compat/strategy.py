@@ -45,17 +45,31 @@ def _try_tpu(resolver: Any) -> StrategyChoice | None:
                                     f"{strategy.num_replicas_in_sync} cores", is_tpu=True)
 
 
+# One MirroredStrategy per device set for the life of the process. Every MirroredStrategy
+# instance numbers its collective ops from the same keys, so two instances over the same
+# devices corrupt each other's all-reduces ("Shape mismatch in the collective instance").
+_MIRRORED: dict[tuple[str, ...], tf.distribute.MirroredStrategy] = {}
+
+
+def mirrored_over(devices: list[str]) -> tf.distribute.MirroredStrategy:
+    """The process-wide MirroredStrategy over `devices`."""
+    key = tuple(devices)
+    if key not in _MIRRORED:
+        _MIRRORED[key] = tf.distribute.MirroredStrategy(list(key))
+    return _MIRRORED[key]
+
+
 def _local_fallback() -> StrategyChoice:
     gpus = tf.config.list_logical_devices("GPU")
     if len(gpus) > 1:
-        return StrategyChoice(tf.distribute.MirroredStrategy([d.name for d in gpus]),
+        return StrategyChoice(mirrored_over([d.name for d in gpus]),
                               f"no TPU; MirroredStrategy over {len(gpus)} local GPUs")
     if len(gpus) == 1:
         return StrategyChoice(tf.distribute.OneDeviceStrategy(gpus[0].name),
                               "no TPU; OneDeviceStrategy on the local GPU")
     cpus = tf.config.list_logical_devices("CPU")
     if len(cpus) > 1:
-        return StrategyChoice(tf.distribute.MirroredStrategy([d.name for d in cpus]),
+        return StrategyChoice(mirrored_over([d.name for d in cpus]),
                               f"no TPU or GPU; MirroredStrategy over {len(cpus)} logical "
                               "CPU devices")
     return StrategyChoice(tf.distribute.get_strategy(),

@@ -1,0 +1,124 @@
+# An mnist_tpu-style TPUEstimator script, written the way TF1 users wrote it.
+"""MNIST CNN with TPUEstimator, trained on the embedded digits data by default."""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+import tensorflow.compat.v1 as tf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import digits_data  # noqa: E402
+
+from tpu_estimator_compat import ModeKeys, RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec  # noqa: E402
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("tpu", default=None, help="The Cloud TPU to use for training.")
+flags.DEFINE_string("tpu_zone", default=None, help="GCE zone of the Cloud TPU.")
+flags.DEFINE_string("gcp_project", default=None, help="GCP project of the Cloud TPU.")
+flags.DEFINE_string("data_dir", "", "Path to MNIST data (empty: embedded digits).")
+flags.DEFINE_string("model_dir", None, "Estimator model_dir")
+flags.DEFINE_integer("batch_size", 128, "Mini-batch size for the training.")
+flags.DEFINE_integer("train_steps", 200, "Total number of training steps.")
+flags.DEFINE_integer("eval_steps", 0, "Total number of evaluation steps.")
+flags.DEFINE_float("learning_rate", 0.05, "Learning rate.")
+flags.DEFINE_bool("use_tpu", True, "Use TPUs rather than plain CPUs")
+flags.DEFINE_bool("enable_predict", True, "Do some predictions at the end")
+flags.DEFINE_integer("iterations", 50, "Number of iterations per TPU training loop.")
+flags.DEFINE_integer("num_shards", 8, "Number of shards (TPU chips).")
+
+
+def metric_fn(labels, logits):
+    accuracy = tf.metrics.accuracy(
+        labels=labels, predictions=tf.argmax(logits, axis=1))
+    return {"accuracy": accuracy}
+
+
+def create_model(inputs, training):
+    x = tf.reshape(inputs, [-1, 28, 28, 1])
+    x = tf.layers.conv2d(x, 32, 5, padding="same", activation=tf.nn.relu)
+    x = tf.layers.max_pooling2d(x, 2, 2, padding="same")
+    x = tf.layers.conv2d(x, 64, 5, padding="same", activation=tf.nn.relu)
+    x = tf.layers.max_pooling2d(x, 2, 2, padding="same")
+    x = tf.layers.flatten(x)
+    x = tf.layers.dense(x, 1024, activation=tf.nn.relu)
+    x = tf.layers.dropout(x, 0.4, training=training)
+    return tf.layers.dense(x, 10)
+
+
+def model_fn(features, labels, mode, params):
+    """model_fn constructs the ML model used to predict handwritten digits."""
+    del params
+    image = features
+    if isinstance(image, dict):
+        image = features["image"]
+
+    if mode == ModeKeys.PREDICT:
+        logits = create_model(image, training=False)
+        predictions = {
+            "class_ids": tf.argmax(logits, axis=1),
+            "probabilities": tf.nn.softmax(logits),
+        }
+        return TPUEstimatorSpec(mode, predictions=predictions)
+
+    logits = create_model(image, training=(mode == ModeKeys.TRAIN))
+    loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+
+    if mode == ModeKeys.TRAIN:
+        learning_rate = tf.train.exponential_decay(
+            FLAGS.learning_rate,
+            tf.train.get_global_step(),
+            decay_steps=100000,
+            decay_rate=0.96)
+        optimizer = tf.train.GradientDescentOptimizer(learning_rate=learning_rate)
+        if FLAGS.use_tpu:
+            optimizer = tf.tpu.CrossShardOptimizer(optimizer)
+        return TPUEstimatorSpec(
+            mode=mode,
+            loss=loss,
+            train_op=optimizer.minimize(loss, tf.train.get_global_step()))
+
+    return TPUEstimatorSpec(mode=mode, loss=loss, eval_metrics=(metric_fn, [labels, logits]))
+
+
+def train_input_fn(params):
+    """train_input_fn defines the input pipeline used for training."""
+    batch_size = params["batch_size"]
+    images, labels = digits_data.load("train")
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.cache().repeat().shuffle(buffer_size=1500, seed=1)
+    return ds.batch(batch_size, drop_remainder=True).prefetch(2)
+
+
+def main(argv):
+    del argv  # Unused.
+    run_config = RunConfig(
+        model_dir=FLAGS.model_dir,
+        save_checkpoints_steps=100,
+        tf_random_seed=1,
+        tpu_config=TPUConfig(FLAGS.iterations, FLAGS.num_shards),
+    )
+
+    estimator = TPUEstimator(
+        model_fn=model_fn,
+        use_tpu=FLAGS.use_tpu,
+        train_batch_size=FLAGS.batch_size,
+        eval_batch_size=FLAGS.batch_size,
+        predict_batch_size=FLAGS.batch_size,
+        params={"data_dir": FLAGS.data_dir},
+        config=run_config)
+    estimator.train(input_fn=train_input_fn, max_steps=FLAGS.train_steps)
+    print("Trained to global step %d; checkpoint %s" % (
+        estimator.get_variable_value("global_step"), estimator.latest_checkpoint()))
+
+
+if __name__ == "__main__":
+    from absl import logging as absl_logging
+    absl_logging.set_verbosity(absl_logging.INFO)
+    app.run(main)

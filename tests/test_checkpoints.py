@@ -1,0 +1,482 @@
+"""Tests for `tpu_estimator_compat.checkpoints`: v1-named checkpoints, legacy file management.
+
+The checkpoints must be interchangeable with what TF1's `tf.compat.v1.train.Saver` wrote, so
+several tests write with one side and read with the other inside a `tf.Graph`/`Session`.
+"""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import make_strategy
+from tpu_estimator_compat.checkpoints import (CheckpointManager, SaveCadence, V1Saver,
+                                              checkpoint_step)
+
+_BF16 = tf.bfloat16.as_numpy_dtype
+_RNG = np.random.default_rng(0)
+
+# v1 name -> initial value of the plain/mirrored variables.
+PLAIN = {
+    "conv2d/kernel": _RNG.standard_normal((3, 3, 2, 4)).astype(np.float32),
+    "dense/kernel": _RNG.standard_normal((4, 3)).astype(np.float32),
+    "dense/kernel/Momentum": _RNG.standard_normal((4, 3)).astype(np.float32),
+    "beta1_power": np.float32(0.9),
+    "global_step": np.int64(42),
+    "half/w": np.array([1.5, -2.25], np.float16),
+    "bf16/w": np.array([0.5, 3.0], _BF16),
+    "counts": np.array([1, 2, 3], np.int32),
+    "flags": np.array([True, False]),
+    "vocab": np.array([b"alpha", b"beta"], object),
+}
+MEAN_NAME = "batch_normalization/moving_mean"
+SUM_NAME = "metrics/total"
+MEAN_BASE = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+
+
+def _zeros(value: np.ndarray) -> np.ndarray:
+    value = np.asarray(value)
+    if value.dtype == object:
+        return np.full(value.shape, b"", object)
+    return np.zeros_like(value)
+
+
+def _num_replicas(strategy: tf.distribute.Strategy) -> int:
+    return strategy.num_replicas_in_sync
+
+
+def make_variables(strategy, *, zero: bool = False) -> dict[str, tf.Variable]:
+    """The test model's variables, created in `strategy.scope()`.
+
+    The sync-on-read variables get a different value on every replica (replica r holds
+    MEAN_BASE + r and r + 1), so saving must aggregate them, not take one copy.
+    """
+    with strategy.scope():
+        variables = {name: tf.Variable(_zeros(v) if zero else v)
+                     for name, v in PLAIN.items()}
+        variables[MEAN_NAME] = tf.Variable(
+                np.zeros(4, np.float32), synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.MEAN)
+        variables[SUM_NAME] = tf.Variable(
+                0.0, synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.SUM)
+    if not zero:
+        mean_var, sum_var = variables[MEAN_NAME], variables[SUM_NAME]
+
+        def per_replica():
+            rid = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group,
+                          tf.float32)
+            mean_var.assign(MEAN_BASE + rid)
+            sum_var.assign(rid + 1.0)
+
+        strategy.run(per_replica)
+    return variables
+
+
+def expected_saved(strategy) -> dict[str, np.ndarray]:
+    n = _num_replicas(strategy)
+    return {**PLAIN, MEAN_NAME: MEAN_BASE + (n - 1) / 2.0,
+            SUM_NAME: np.float32(n * (n + 1) / 2)}
+
+
+def assert_value(name, actual, expected):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, name
+    if expected.dtype == object or expected.dtype.kind == "S":
+        assert list(actual.ravel()) == list(expected.ravel()), name
+    else:
+        np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64),
+                                   rtol=1e-6, err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------
+# V1Saver.
+
+
+def test_save_writes_exactly_the_v1_names_and_values(strategy, tmp_path):
+    variables = make_variables(strategy)
+    prefix = str(tmp_path / "model.ckpt-42")
+    with strategy.scope():
+        assert V1Saver(variables).save(prefix) == prefix
+    assert sorted(os.listdir(tmp_path)) == ["model.ckpt-42.data-00000-of-00001",
+                                            "model.ckpt-42.index"]
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
+    dtypes = reader.get_variable_to_dtype_map()
+    assert set(shapes) == set(variables)  # No object graph or other extra keys.
+    expected = expected_saved(strategy)
+    for name, var in variables.items():
+        assert shapes[name] == var.shape.as_list(), name
+        assert dtypes[name] == var.dtype, name
+        assert_value(name, reader.get_tensor(name), expected[name])
+
+
+def test_save_outside_strategy_scope_is_cross_replica_too(tmp_path):
+    strategy = make_strategy("mirrored8")
+    variables = make_variables(strategy)
+    prefix = V1Saver(variables).save(str(tmp_path / "ckpt"))
+    reader = tf.train.load_checkpoint(prefix)
+    assert_value(MEAN_NAME, reader.get_tensor(MEAN_NAME), MEAN_BASE + 3.5)
+
+
+@pytest.mark.parametrize("src,dst", [("mirrored8", "default"), ("default", "mirrored8"),
+                                     ("mirrored8", "mirrored8")])
+def test_restore_on_other_strategy_sets_every_replica(src, dst, tmp_path):
+    src_strategy, dst_strategy = make_strategy(src), make_strategy(dst)
+    with src_strategy.scope():
+        prefix = V1Saver(make_variables(src_strategy)).save(str(tmp_path / "model.ckpt-1"))
+    expected = expected_saved(src_strategy)
+    restored = make_variables(dst_strategy, zero=True)
+    with dst_strategy.scope():
+        V1Saver(restored).restore(prefix)
+    n = _num_replicas(dst_strategy)
+    for name, var in restored.items():
+        local = dst_strategy.experimental_local_results(var)
+        assert len(local) == n
+        per_replica = expected[name] / n if name == SUM_NAME else expected[name]
+        for copy in local:
+            assert_value(name, copy.numpy(), per_replica)
+        assert_value(name, var.read_value().numpy(), expected[name])
+
+
+def test_tf1_saver_restores_our_checkpoint(strategy, tmp_path):
+    with strategy.scope():
+        prefix = V1Saver(make_variables(strategy)).save(str(tmp_path / "model.ckpt-42"))
+    expected = expected_saved(strategy)
+    with tf.Graph().as_default():
+        graph_vars = {}
+        for name, value in expected.items():
+            dtype = tf.string if name == "vocab" else tf.as_dtype(np.asarray(value).dtype)
+            graph_vars[name] = tf.compat.v1.get_variable(
+                    name, shape=np.shape(value), dtype=dtype,
+                    initializer=tf.compat.v1.zeros_initializer())
+        assert {v.op.name for v in graph_vars.values()} == set(expected)
+        saver = tf.compat.v1.train.Saver(list(graph_vars.values()))  # Keys = op names.
+        with tf.compat.v1.Session() as sess:
+            saver.restore(sess, prefix)
+            values = sess.run(graph_vars)
+    for name, value in values.items():
+        assert_value(name, value, expected[name])
+
+
+def _write_tf1_checkpoint(model_dir: str, step: int) -> dict[str, np.ndarray]:
+    """Writes a checkpoint as legacy Estimator's Scaffold saver did; returns its values."""
+    values = {"dense/kernel": _RNG.standard_normal((4, 3)).astype(np.float32),
+              "dense/kernel/Momentum": _RNG.standard_normal((4, 3)).astype(np.float32),
+              "global_step": np.int64(step)}
+    with tf.Graph().as_default():
+        graph_vars = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
+                      for name, value in values.items()]
+        saver = tf.compat.v1.train.Saver(graph_vars, sharded=True, max_to_keep=5,
+                                         save_relative_paths=True)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            saver.save(sess, os.path.join(model_dir, "model.ckpt"), global_step=step)
+    return values
+
+
+def test_manager_restores_tf1_saver_checkpoint_and_manages_its_files(strategy, tmp_path):
+    model_dir = str(tmp_path)
+    values = _write_tf1_checkpoint(model_dir, step=7)
+    assert os.path.exists(os.path.join(model_dir, "model.ckpt-7.meta"))
+    with strategy.scope():
+        variables = {name: tf.Variable(_zeros(v)) for name, v in values.items()}
+    manager = CheckpointManager(model_dir, V1Saver(variables), keep_checkpoint_max=1)
+    assert manager.checkpoints == [os.path.join(model_dir, "model.ckpt-7")]
+    with strategy.scope():
+        assert manager.restore_latest() == 7
+    for name, var in variables.items():
+        for copy in strategy.experimental_local_results(var):
+            assert_value(name, copy.numpy(), values[name])
+    with strategy.scope():
+        manager.save(8)
+    assert sorted(os.listdir(model_dir)) == ["checkpoint", "model.ckpt-8.data-00000-of-00001",
+                                             "model.ckpt-8.index"]
+
+
+def test_restore_mismatch_lists_every_bad_variable_and_assigns_nothing(tmp_path):
+    prefix = V1Saver({"a": tf.Variable(np.ones(2, np.float32)),
+                      "b": tf.Variable(1.0),
+                      "extra_in_checkpoint": tf.Variable(0)}).save(str(tmp_path / "c-1"))
+    model = {"a": tf.Variable(np.zeros(3, np.float32)),
+             "b": tf.Variable(0, dtype=tf.int32),
+             "c": tf.Variable(np.zeros(2, np.float32))}
+    with pytest.raises(ValueError) as info:
+        V1Saver(model).restore(prefix)
+    message = str(info.value)
+    assert "3 variable(s)" in message
+    assert "'a': model has [3] float32; checkpoint has [2] float32" in message
+    assert "'b': model has [] int32; checkpoint has [] float32" in message
+    assert "'c': model has [2] float32; checkpoint has no such variable" in message
+    assert "model_dir" in message and "warm_start_from" in message
+    assert "extra_in_checkpoint" not in message
+    np.testing.assert_array_equal(model["a"].numpy(), np.zeros(3))
+
+
+def test_restore_missing_variable(tmp_path):
+    prefix = V1Saver({"dense/kernel": tf.Variable(np.ones(2, np.float32))}).save(
+            str(tmp_path / "c-1"))
+    model = {"dense/kernel": tf.Variable(np.zeros(2, np.float32)),
+             "dense/bias": tf.Variable(np.zeros(2, np.float32))}
+    with pytest.raises(ValueError, match=r"'dense/bias': .*no such variable"):
+        V1Saver(model).restore(prefix)
+
+
+def test_restore_unreadable_checkpoint_names_the_prefix(tmp_path):
+    with pytest.raises(ValueError, match="cannot read a checkpoint at"):
+        V1Saver({"v": tf.Variable(1.0)}).restore(str(tmp_path / "nothing-here"))
+
+
+def test_assign_from_is_partial_and_checked():
+    variables = {"w": tf.Variable(np.zeros(2, np.float32)), "s": tf.Variable(b""),
+                 "n": tf.Variable(0, dtype=tf.int64)}
+    saver = V1Saver(variables)
+    saver.assign_from({"w": np.array([1, 2], np.float32), "s": np.array(b"x", object)})
+    np.testing.assert_array_equal(variables["w"].numpy(), [1, 2])
+    assert variables["s"].numpy() == b"x" and variables["n"].numpy() == 0
+    with pytest.raises(ValueError, match=r"(?s)'n': model has \[\] int64; checkpoint has "
+                                          r"\[\] int32.*'w': model has \[2\] float32"):
+        saver.assign_from({"w": np.zeros(3, np.float32), "n": np.int32(1)})
+    with pytest.raises(ValueError, match="does not have"):
+        saver.assign_from({"nope": 1})
+
+
+def test_saver_argument_errors():
+    with pytest.raises(ValueError, match="no variables"):
+        V1Saver({})
+    with pytest.raises(ValueError, match="':0'"):
+        V1Saver({"w:0": tf.Variable(1.0)})
+    with pytest.raises(TypeError, match="tf.Variable"):
+        V1Saver({"w": tf.constant(1.0)})
+
+
+def test_save_in_replica_context_is_refused(tmp_path):
+    strategy = make_strategy("mirrored8")
+    with strategy.scope():
+        saver = V1Saver({"w": tf.Variable(1.0)})
+    with pytest.raises(RuntimeError, match="replica context"):
+        strategy.run(lambda: saver.save(str(tmp_path / "c")))
+
+
+# ---------------------------------------------------------------------------------------
+# checkpoint_step.
+
+
+def test_checkpoint_step_from_path_and_from_global_step(tmp_path):
+    assert checkpoint_step("/a/b/model.ckpt-1200") == 1200
+    assert checkpoint_step("/a/b/model.ckpt-1200.index") == 1200
+    assert checkpoint_step("model.ckpt-7.data-00000-of-00001") == 7
+    plain = V1Saver({"global_step": tf.Variable(31, dtype=tf.int64)}).save(
+            str(tmp_path / "final"))
+    assert checkpoint_step(plain) == 31
+    other = V1Saver({"w": tf.Variable(1.0)}).save(str(tmp_path / "other"))
+    with pytest.raises(ValueError, match="no 'global_step' variable"):
+        checkpoint_step(other)
+
+
+# ---------------------------------------------------------------------------------------
+# CheckpointManager.
+
+
+def _files(model_dir) -> list[str]:
+    return sorted(os.listdir(model_dir))
+
+
+def _ckpt_files(*steps) -> list[str]:
+    return sorted(f"model.ckpt-{s}.{suffix}" for s in steps
+                  for suffix in ("index", "data-00000-of-00001"))
+
+
+def _plain_saver():
+    return V1Saver({"w": tf.Variable(np.arange(3, dtype=np.float32)),
+                    "global_step": tf.Variable(0, dtype=tf.int64)})
+
+
+def test_manager_prunes_and_writes_relative_state(tmp_path):
+    model_dir = str(tmp_path / "model")
+    manager = CheckpointManager(model_dir, _plain_saver(), keep_checkpoint_max=2)
+    assert manager.latest_checkpoint() is None and manager.restore_latest() is None
+    for step in (1, 2, 3, 4):
+        manager.save(step)
+    assert _files(model_dir) == sorted(["checkpoint", *_ckpt_files(3, 4)])
+    state_text = open(os.path.join(model_dir, "checkpoint")).read()
+    assert 'model_checkpoint_path: "model.ckpt-4"' in state_text
+    assert state_text.count("all_model_checkpoint_paths:") == 2
+    assert 'all_model_checkpoint_paths: "model.ckpt-3"' in state_text
+    assert state_text.count("all_model_checkpoint_timestamps:") == 2
+    assert "last_preserved_timestamp:" in state_text
+    assert manager.latest_checkpoint() == os.path.join(model_dir, "model.ckpt-4")
+    assert tf.train.latest_checkpoint(model_dir) == manager.latest_checkpoint()
+
+
+def test_second_manager_keeps_pruning_old_files(tmp_path):
+    model_dir = str(tmp_path)
+    first = CheckpointManager(model_dir, _plain_saver(), keep_checkpoint_max=3)
+    for step in (1, 2, 3):
+        first.save(step)
+    second = CheckpointManager(model_dir, _plain_saver(), keep_checkpoint_max=2)
+    assert [os.path.basename(p) for p in second.checkpoints] == [
+            "model.ckpt-1", "model.ckpt-2", "model.ckpt-3"]
+    second.save(4)
+    assert _files(model_dir) == sorted(["checkpoint", *_ckpt_files(3, 4)])
+
+
+def test_keep_checkpoint_max_zero_keeps_everything(tmp_path):
+    manager = CheckpointManager(str(tmp_path), _plain_saver(), keep_checkpoint_max=0)
+    for step in range(1, 8):
+        manager.save(step)
+    assert _files(tmp_path) == sorted(["checkpoint", *_ckpt_files(*range(1, 8))])
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["model.ckpt-7"]
+
+
+def test_keep_checkpoint_every_n_hours(tmp_path):
+    now = [1000.0]
+    manager = CheckpointManager(str(tmp_path), _plain_saver(), keep_checkpoint_max=1,
+                                keep_checkpoint_every_n_hours=1, clock=lambda: now[0])
+    for step, t in ((1, 1000), (2, 2000), (3, 5000), (4, 6000), (5, 7000)):
+        now[0] = float(t)
+        manager.save(step)
+    # Step 3 was written after 1000 + 3600 s, so it survived being pushed out.
+    assert _files(tmp_path) == sorted(["checkpoint", *_ckpt_files(3, 5)])
+    assert [os.path.basename(p) for p in manager.checkpoints] == ["model.ckpt-5"]
+
+
+def test_saving_the_same_step_twice_is_harmless(tmp_path):
+    saver = _plain_saver()
+    manager = CheckpointManager(str(tmp_path), saver, keep_checkpoint_max=3)
+    manager.save(5)
+    manager.save(6)
+    saver.variables["w"].assign([7.0, 8.0, 9.0])
+    manager.save(5)
+    assert [os.path.basename(p) for p in manager.checkpoints] == ["model.ckpt-6",
+                                                                  "model.ckpt-5"]
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+            "model.ckpt-6", "model.ckpt-5"]
+    saver.variables["w"].assign([0.0, 0.0, 0.0])
+    assert manager.restore_latest() == 0  # The stored global_step, not the path suffix.
+    np.testing.assert_array_equal(saver.variables["w"].numpy(), [7, 8, 9])
+
+
+def test_half_written_checkpoint_is_ignored(tmp_path):
+    model_dir = str(tmp_path)
+    saver = _plain_saver()
+    saver.variables["global_step"].assign(5)
+    manager = CheckpointManager(model_dir, saver)
+    manager.save(5)
+    for suffix in (".index", ".data-00000-of-00001"):
+        with open(os.path.join(model_dir, "model.ckpt-99" + suffix), "wb") as f:
+            f.write(b"\x00garbage")
+    fresh = CheckpointManager(model_dir, saver)
+    assert fresh.latest_checkpoint() == os.path.join(model_dir, "model.ckpt-5")
+    assert fresh.has_checkpoint(5) and not fresh.has_checkpoint(99)
+    assert fresh.restore_latest() == 5
+    fresh.save(99)  # Overwrites the garbage with a real checkpoint.
+    assert fresh.restore_latest() == 5  # global_step value stored in it.
+    assert fresh.latest_checkpoint().endswith("model.ckpt-99")
+
+
+def test_crash_during_save_leaves_state_on_last_complete_checkpoint(tmp_path, monkeypatch):
+    model_dir = str(tmp_path)
+    saver = _plain_saver()
+    manager = CheckpointManager(model_dir, saver)
+    manager.save(5)
+    manager.save(6)
+
+    def crash(prefix):
+        with open(prefix + ".data-00000-of-00001", "wb") as f:
+            f.write(b"partial")
+        raise OSError("simulated crash")
+
+    monkeypatch.setattr(saver, "save", crash)
+    with pytest.raises(OSError):
+        manager.save(7)
+    assert manager.latest_checkpoint().endswith("model.ckpt-6")
+    with pytest.raises(OSError):
+        manager.save(6)  # Re-saving the latest step: unpublished before being rewritten.
+    assert manager.latest_checkpoint().endswith("model.ckpt-5")
+    monkeypatch.undo()
+    assert CheckpointManager(model_dir, saver).restore_latest() == 0
+
+
+def test_savev2_publishes_the_index_last_via_rename(tmp_path):
+    """Pins the TF behaviour the atomicity argument rests on (see V1Saver.save)."""
+    prefix = str(tmp_path / "model.ckpt-1")
+    os.mkdir(prefix + ".index")  # Makes the final rename of the index fail.
+    with pytest.raises(tf.errors.OpError):
+        tf.raw_ops.SaveV2(prefix=prefix, tensor_names=["w"], shape_and_slices=[""],
+                          tensors=[tf.constant([1.0])])
+    names = os.listdir(tmp_path)
+    assert "model.ckpt-1.data-00000-of-00001" in names  # Data is renamed into place first.
+    assert any(n.startswith("model.ckpt-1.index.tempstate") for n in names), names
+    assert os.path.isdir(prefix + ".index")
+
+
+def test_manager_argument_errors(tmp_path):
+    saver = _plain_saver()
+    with pytest.raises(ValueError, match="keep_checkpoint_max=-1"):
+        CheckpointManager(str(tmp_path), saver, keep_checkpoint_max=-1)
+    with pytest.raises(ValueError, match="keep_checkpoint_every_n_hours=0"):
+        CheckpointManager(str(tmp_path), saver, keep_checkpoint_every_n_hours=0)
+    with pytest.raises(ValueError, match="basename"):
+        CheckpointManager(str(tmp_path), saver, basename="sub/model.ckpt")
+    with pytest.raises(TypeError, match="global_step"):
+        CheckpointManager(str(tmp_path), saver).save(1.5)
+
+
+# ---------------------------------------------------------------------------------------
+# SaveCadence.
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_cadence_by_steps():
+    cadence = SaveCadence(save_steps=100, save_secs=None, clock=FakeClock())
+    assert cadence.begin(0, checkpoint_exists=False)
+    cadence.mark_saved(0)
+    assert not cadence.should_save(0)
+    assert not cadence.should_save(99)
+    assert cadence.should_save(100)
+    cadence.mark_saved(100)
+    assert not cadence.should_save(150) and cadence.should_save(250)  # Loop granularity.
+    cadence.mark_saved(250)
+    assert not cadence.should_save_at_end(250)
+    assert cadence.should_save_at_end(260)
+
+
+def test_cadence_by_seconds_with_fake_clock():
+    clock = FakeClock()
+    cadence = SaveCadence(save_steps=None, save_secs=600, clock=clock)
+    cadence.mark_saved(10)
+    clock.now += 599
+    assert not cadence.should_save(1000)
+    clock.now += 1
+    assert cadence.should_save(1000)
+    assert not cadence.should_save(10)  # Never twice for the same step.
+    cadence.mark_saved(1000, now=clock.now)
+    assert not cadence.should_save(2000)
+
+
+def test_cadence_start_resume_and_disabled():
+    cadence = SaveCadence(save_steps=10, save_secs=None)
+    assert not cadence.begin(30, checkpoint_exists=True)  # Resumed from model.ckpt-30.
+    assert cadence.last_saved_step == 30
+    assert not cadence.should_save(35) and cadence.should_save(40)
+    off = SaveCadence(save_steps=None, save_secs=None)
+    assert not off.enabled
+    assert not off.begin(0, checkpoint_exists=False)
+    assert not off.should_save(10**6) and not off.should_save_at_end(5)
+    with pytest.raises(ValueError, match="only one"):
+        SaveCadence(save_steps=1, save_secs=1.0)
+    assert not SaveCadence(save_steps=0, save_secs=0).enabled  # Legacy: falsy disables.
+    assert SaveCadence(save_steps=0, save_secs=60).enabled
+    with pytest.raises(ValueError, match="save_steps=-1"):
+        SaveCadence(save_steps=-1, save_secs=None)
+

@@ -1,0 +1,694 @@
+"""Legacy-compatible checkpoints: v1-named bundles, written and managed without a session.
+
+This module owns the checkpoint files in a `model_dir`, laid out exactly as a TF1
+`tf.compat.v1.train.Saver` under legacy `Estimator` wrote them: `model.ckpt-<step>.index` and
+`model.ckpt-<step>.data-00000-of-00001` keyed by v1 variable names, and the text `checkpoint`
+state file listing them. `V1Saver` saves and restores a `{v1 name: variable}` mapping (plain,
+mirrored, sync-on-read or TPU variables) in cross-replica context; `CheckpointManager` adds the
+legacy Saver's retention rules (`keep_checkpoint_max`, `keep_checkpoint_every_n_hours`,
+recovery of the checkpoint list after a restart); `SaveCadence` is the legacy
+`CheckpointSaverHook` timing, reduced to loop granularity. It must not know where the variables
+come from, how a model_fn is traced, which strategy runs the loop, or what the training loop
+does between saves: callers hand it names, variables, steps and times.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+STATE_FILENAME = "checkpoint"
+"""Name of the `CheckpointState` text file, as `tf.compat.v1.train.Saver` wrote it."""
+
+GLOBAL_STEP_NAME = "global_step"
+"""Checkpoint key legacy Estimator read the global step from (`GraphKeys.GLOBAL_STEP`)."""
+
+# SaveV2/RestoreV2 with an empty slice spec write and read whole tensors, which is what an
+# unpartitioned TF1 Saver wrote; partitioned variables are not supported.
+_FULL_TENSOR = ""
+
+# `<prefix>-<step>` optionally followed by one of the file suffixes a V2 checkpoint has.
+_STEP_RE = re.compile(r"-(\d+)$")
+_FILE_SUFFIX_RE = re.compile(r"\.(index|meta|data-\d{5}-of-\d{5})$")
+
+_FIX_HINT = (
+    "The checkpoint was written by a different model (or a different version of it). Point "
+    "`model_dir` at an empty directory or at one written by this model, or, to start from the "
+    "matching part of this checkpoint only, leave `model_dir` fresh and pass it as "
+    "`warm_start_from` (partial restore) instead.")
+
+
+def _host_device() -> str:
+    """The device the whole-checkpoint SaveV2/RestoreV2 ops run on.
+
+    SaveV2/RestoreV2 only have CPU kernels. Pinning them to the local host CPU makes the
+    strategy's per-device copies be gathered to (or broadcast from) one place, the way a TF1
+    Saver placed its single unsharded save op.
+    """
+    return "/cpu:0"
+
+
+def _check_cross_replica(what: str) -> None:
+    """Raises unless we are eager and not inside a replica function.
+
+    Why: a sync-on-read variable read inside `strategy.run` returns this replica's local copy,
+    not the aggregated value a TF1 Saver wrote, and an assign there only updates one replica.
+    Outside any strategy the default replica context is fine (there is only one copy).
+    """
+    if not tf.executing_eagerly():
+        raise RuntimeError(
+            f"{what} must run eagerly, but it was called while building a graph or tracing a "
+            "tf.function. Call it from the Python training loop, between steps.")
+    if tf.distribute.has_strategy() and tf.distribute.get_replica_context() is not None:
+        raise RuntimeError(
+            f"{what} was called in a replica context (inside `strategy.run`). Call it in "
+            "cross-replica context: eagerly, inside `strategy.scope()` or outside any "
+            "strategy, between steps.")
+
+
+def _shape_str(shape: tf.TensorShape | None) -> str:
+    shape = tf.TensorShape(shape)
+    return str(shape.as_list()) if shape.rank is not None else "<unknown rank>"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Mismatch:
+    name: str
+    expected_shape: tf.TensorShape
+    expected_dtype: tf.DType
+    found_shape: tf.TensorShape | None = None
+    found_dtype: tf.DType | None = None
+
+    def describe(self) -> str:
+        expected = f"{_shape_str(self.expected_shape)} {self.expected_dtype.name}"
+        if self.found_dtype is None:
+            found = "no such variable"
+        else:
+            found = f"{_shape_str(self.found_shape)} {self.found_dtype.name}"
+        return f"  - {self.name!r}: model has {expected}; checkpoint has {found}"
+
+
+def _mismatch_error(source: str, mismatches: list[_Mismatch], hint: str) -> ValueError:
+    lines = "\n".join(m.describe() for m in sorted(mismatches, key=lambda m: m.name))
+    return ValueError(
+        f"{source} does not match the model's variables ({len(mismatches)} "
+        f"variable(s) missing or of the wrong shape/dtype):\n{lines}\n{hint}")
+
+
+class V1Saver:
+    """Saves and restores variables under their v1 names, in TF1 Saver's V2 file format.
+
+    Why not `tf.train.Checkpoint`: object-based checkpoints key tensors by object-graph paths
+    (`model/layer/kernel/.ATTRIBUTES/VARIABLE_VALUE`) and add an object-graph proto, so a TF1
+    `Saver`, `init_from_checkpoint`, `warm_start` or another legacy tool could not read them,
+    and legacy checkpoints could not be restored into this library. Writing the raw bundle
+    with `tf.raw_ops.SaveV2` under the v1 names gives byte-for-byte the layout an unpartitioned
+    TF1 Saver produced, and `tf.raw_ops.RestoreV2` reads either.
+
+    Distributed variables are saved as a TF1 Saver under a strategy did: mirrored (and TPU)
+    variables by their value, sync-on-read variables by their aggregated cross-replica read
+    (MEAN or SUM of the replicas). Restoring assigns in cross-replica context, which writes
+    every replica's copy; for a SUM sync-on-read variable TF splits the value evenly over the
+    replicas so that the aggregated read returns it again, as TF1's restore did.
+    """
+
+    def __init__(self, variables: Mapping[str, tf.Variable]) -> None:
+        """Takes the variables to manage.
+
+        Args:
+            variables: `{v1 name: variable}`, e.g. `{'dense/kernel': v, 'global_step': gs}`.
+                The names become the checkpoint keys, so they must be what a TF1 graph named
+                these variables (no `:0` suffix).
+
+        Raises:
+            ValueError: `variables` is empty or has a bad name.
+            TypeError: a value is not a `tf.Variable`.
+        """
+        if not variables:
+            raise ValueError(
+                "V1Saver(variables=...) received no variables; a TF1 Saver refused to save "
+                "an empty checkpoint too. Pass the `{v1 name: tf.Variable}` mapping of the "
+                "model, created before the saver.")
+        bad_names = [n for n in variables if not isinstance(n, str) or not n or n.endswith(":0")]
+        if bad_names:
+            raise ValueError(
+                f"V1Saver(variables=...) received invalid v1 names {bad_names!r}. Keys must be "
+                "non-empty variable names as a TF1 graph had them, without the ':0' output "
+                "suffix (e.g. 'dense/kernel', not 'dense/kernel:0').")
+        not_variables = {n: type(v).__name__ for n, v in variables.items()
+                         if not isinstance(v, tf.Variable)}
+        if not_variables:
+            raise TypeError(
+                f"V1Saver(variables=...) values must be tf.Variable (plain or distributed); "
+                f"received {not_variables!r}. Pass the variables themselves, not tensors or "
+                "their values.")
+        # Sorted so the data file is laid out deterministically (SaveV2 appends tensors in the
+        # order given); the index is sorted by key either way.
+        self._variables: dict[str, tf.Variable] = dict(sorted(variables.items()))
+
+    @property
+    def variables(self) -> dict[str, tf.Variable]:
+        """The managed `{v1 name: variable}` mapping, sorted by name."""
+        return dict(self._variables)
+
+    def save(self, prefix: str) -> str:
+        """Writes `prefix.index` and `prefix.data-00000-of-00001`.
+
+        What SaveV2 does on disk (verified with strace on TF 2.21): it writes the data file
+        as `<prefix>.data-00000-of-00001.tempstate<random>` and renames it into place, then
+        writes `<prefix>.index.tempstate<random>` and renames that into place, with no fsync.
+        So the index, which is what marks a checkpoint as present, appears last and whole,
+        and a process crash leaves at most orphaned `.tempstate` files or a data file without
+        an index. Overwriting an existing prefix is NOT atomic as a pair, though: between the
+        two renames the new data file sits next to the old index; `CheckpointManager`
+        unpublishes a prefix before rewriting it for that reason.
+
+        Args:
+            prefix: Path prefix, e.g. `/model_dir/model.ckpt-100`. Parent directories are
+                created.
+
+        Returns:
+            `prefix`, for symmetry with `tf.compat.v1.train.Saver.save`.
+        """
+        _check_cross_replica("V1Saver.save")
+        names = list(self._variables)
+        # Reading in cross-replica context gives the mirrored value or the aggregated
+        # sync-on-read value, which is what a TF1 Saver's saveables wrote.
+        values = [self._variables[n].read_value() for n in names]
+        parent = os.path.dirname(prefix)
+        if parent:
+            tf.io.gfile.makedirs(parent)
+        with tf.device(_host_device()):
+            tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
+                              shape_and_slices=[_FULL_TENSOR] * len(names), tensors=values)
+        logging.info("Saved %d variables to %s", len(names), prefix)
+        return prefix
+
+    def restore(self, prefix: str) -> None:
+        """Restores every managed variable from the checkpoint at `prefix`, by v1 name.
+
+        All-or-nothing: every variable is checked against the checkpoint before any is
+        assigned, and a single ValueError lists every variable that is missing from the
+        checkpoint or has another shape or dtype there. Checkpoint keys the model does not
+        have are ignored, as a TF1 Saver restoring a subset of a checkpoint ignored them.
+
+        Args:
+            prefix: Checkpoint prefix (no `.index` suffix), e.g. from `latest_checkpoint()`.
+
+        Raises:
+            ValueError: the checkpoint cannot be read, or does not match the variables.
+        """
+        _check_cross_replica("V1Saver.restore")
+        reader = _open_checkpoint(prefix, "V1Saver.restore(prefix=...)")
+        shapes = reader.get_variable_to_shape_map()
+        dtypes = reader.get_variable_to_dtype_map()
+        mismatches = []
+        for name, var in self._variables.items():
+            if name not in shapes:
+                mismatches.append(_Mismatch(name, var.shape, var.dtype))
+            elif (tf.as_dtype(dtypes[name]) != var.dtype
+                  or not var.shape.is_compatible_with(shapes[name])):
+                mismatches.append(_Mismatch(name, var.shape, var.dtype,
+                                            tf.TensorShape(shapes[name]),
+                                            tf.as_dtype(dtypes[name])))
+        if mismatches:
+            raise _mismatch_error(f"Checkpoint {prefix!r}", mismatches, _FIX_HINT)
+        names = list(self._variables)
+        with tf.device(_host_device()):
+            tensors = tf.raw_ops.RestoreV2(
+                    prefix=prefix, tensor_names=names,
+                    shape_and_slices=[_FULL_TENSOR] * len(names),
+                    dtypes=[self._variables[n].dtype for n in names])
+        for name, tensor in zip(names, tensors):
+            self._variables[name].assign(tensor)
+        logging.info("Restored %d variables from %s", len(names), prefix)
+
+    def assign_from(self, values: Mapping[str, Any]) -> None:
+        """Assigns some variables from `{v1 name: array}`; the others are left untouched.
+
+        This is the partial-restore primitive (warm start, `init_from_checkpoint`-style
+        mapping): the caller decides which names to take from where, this checks and assigns.
+        Like `restore`, it validates everything before assigning anything.
+
+        Args:
+            values: `{v1 name: numpy array or tensor}`; every name must be a managed variable
+                and every value must have the variable's shape and dtype (string variables
+                accept bytes/str/object arrays).
+
+        Raises:
+            ValueError: unknown names, or shape/dtype mismatches (all listed at once).
+        """
+        _check_cross_replica("V1Saver.assign_from")
+        unknown = sorted(n for n in values if n not in self._variables)
+        if unknown:
+            raise ValueError(
+                f"V1Saver.assign_from(values=...) received names the model does not have: "
+                f"{unknown!r}. Known names include {sorted(self._variables)[:10]!r}. Map the "
+                "checkpoint names onto the model's v1 names before assigning.")
+        tensors: dict[str, tf.Tensor] = {}
+        mismatches = []
+        for name, value in values.items():
+            var = self._variables[name]
+            tensor = _to_tensor(value, var.dtype)
+            if tensor is None or not var.shape.is_compatible_with(tensor.shape):
+                found = tf.as_dtype(tensor.dtype) if tensor is not None else _dtype_of(value)
+                shape = tensor.shape if tensor is not None else tf.TensorShape(np.shape(value))
+                mismatches.append(_Mismatch(name, var.shape, var.dtype, shape, found))
+            else:
+                tensors[name] = tensor
+        if mismatches:
+            raise _mismatch_error(
+                "V1Saver.assign_from(values=...)", mismatches,
+                "Pass values of the variables' own shapes and dtypes (cast or skip the "
+                "others).")
+        for name, tensor in tensors.items():
+            self._variables[name].assign(tensor)
+
+
+def _dtype_of(value: Any) -> tf.DType:
+    try:
+        return tf.as_dtype(np.asarray(value).dtype)
+    except TypeError:
+        return tf.string
+
+
+def _to_tensor(value: Any, dtype: tf.DType) -> tf.Tensor | None:
+    """`value` as a tensor of exactly `dtype`, or None if it has another dtype.
+
+    Deliberately no casting: a float64 array assigned to a float32 variable almost always
+    means the wrong value was picked, and a TF1 restore would have refused it too.
+    """
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return tf.convert_to_tensor(value) if value.dtype == dtype else None
+    array = np.asarray(value)
+    if dtype == tf.string:
+        if array.dtype.kind in ("S", "U", "O"):
+            return tf.constant(array, dtype=tf.string)
+        return None
+    try:
+        found = tf.as_dtype(array.dtype)
+    except TypeError:
+        return None
+    return tf.constant(array, dtype=dtype) if found == dtype else None
+
+
+def _open_checkpoint(prefix: str, where: str) -> tf.train.CheckpointReader:
+    try:
+        return tf.train.load_checkpoint(prefix)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError, tf.errors.InvalidArgumentError,
+            ValueError) as e:
+        raise ValueError(
+            f"{where}: cannot read a checkpoint at {prefix!r} ({type(e).__name__}: {e}). "
+            "Pass a checkpoint prefix such as '/model_dir/model.ckpt-100' (without '.index'), "
+            "e.g. the value of `CheckpointManager.latest_checkpoint()`.") from e
+
+
+def checkpoint_step(prefix: str) -> int:
+    """The global step a checkpoint belongs to.
+
+    Parsed from the `-<step>` suffix legacy Saver appended (`model.ckpt-1200` -> 1200; file
+    names such as `model.ckpt-1200.index` are accepted too). Without such a suffix the
+    `global_step` tensor stored in the checkpoint is read, as legacy Estimator did.
+
+    Args:
+        prefix: Checkpoint prefix or one of its file names.
+
+    Raises:
+        ValueError: no step suffix and no readable `global_step` in the checkpoint.
+    """
+    stem = _FILE_SUFFIX_RE.sub("", os.path.basename(prefix))
+    match = _STEP_RE.search(stem)
+    if match:
+        return int(match.group(1))
+    checkpoint = _FILE_SUFFIX_RE.sub("", prefix)
+    reader = _open_checkpoint(checkpoint, "checkpoint_step(prefix=...)")
+    if not reader.has_tensor(GLOBAL_STEP_NAME):
+        raise ValueError(
+            f"checkpoint_step(prefix={prefix!r}): the path has no '-<step>' suffix and the "
+            f"checkpoint has no {GLOBAL_STEP_NAME!r} variable. Pass a prefix like "
+            "'model.ckpt-100', or a checkpoint that stores the global step.")
+    return int(reader.get_tensor(GLOBAL_STEP_NAME))
+
+
+@dataclasses.dataclass
+class _Recorded:
+    path: str
+    timestamp: float
+
+
+class CheckpointManager:
+    """Legacy `Saver` + `CheckpointSaverHook` file management for one `model_dir`, sessionless.
+
+    What is mimicked from `tf.compat.v1.train.Saver` (TF 2.15 saver.py) as legacy Estimator
+    configured it (`save_relative_paths=True`, `max_to_keep=keep_checkpoint_max`):
+
+    * Files `model_dir/model.ckpt-<step>.{index,data-00000-of-00001}`; the `checkpoint` state
+      file lists paths relative to `model_dir`, oldest first, and is rewritten atomically
+      (temporary file + rename) only after both checkpoint files are in place.
+    * `keep_checkpoint_max`: the most recent N checkpoints are kept; older ones are removed
+      from the state file first and their files deleted afterwards. 0 or None keeps every
+      file and, as legacy did, lists only the latest in `all_model_checkpoint_paths`.
+    * `keep_checkpoint_every_n_hours`: a checkpoint pushed out of the window is kept on disk
+      (and forgotten) if it was written more than N hours after the last one so kept, counted
+      from the manager's creation - legacy `_MaybeDeleteOldCheckpoints`.
+    * On construction the list is recovered from the state file, with each file's mtime as
+      its timestamp and vanished files dropped - legacy `recover_last_checkpoints`.
+    * Saving a step that was already saved overwrites it and moves it to the newest slot.
+
+    Deliberate differences: every checkpoint beyond the window is pruned at once (legacy
+    deleted one per save, so a smaller `keep_checkpoint_max` after a restart took several saves
+    to take effect); the state file also gets `all_model_checkpoint_timestamps` and
+    `last_preserved_timestamp` (legacy Saver left them empty, `tf.train.CheckpointManager`
+    writes them; legacy readers ignore them); no `.meta` graph file is written, as there is no
+    graph; and a re-saved step is first removed from the state file so a crash between
+    SaveV2's two renames cannot leave the state pointing at a mixed old/new checkpoint.
+    """
+
+    def __init__(self, model_dir: str, saver: V1Saver, *, keep_checkpoint_max: int | None = 5,
+                 keep_checkpoint_every_n_hours: float | None = 10000,
+                 basename: str = "model.ckpt",
+                 clock: Callable[[], float] = time.time) -> None:
+        """Recovers the checkpoint list of `model_dir`.
+
+        Args:
+            model_dir: Directory holding the checkpoints and the `checkpoint` state file.
+            saver: Writes and reads the variables.
+            keep_checkpoint_max: Checkpoints to keep; 0 or None keeps all.
+            keep_checkpoint_every_n_hours: Additionally keep one checkpoint per this many
+                hours of training; None disables it.
+            basename: File name prefix of the checkpoints.
+            clock: Wall-clock seconds since the epoch (injectable for tests); the timestamps
+                are compared with file mtimes after a restart, so it must be wall time.
+
+        Raises:
+            ValueError: a negative `keep_checkpoint_max`, a non-positive
+                `keep_checkpoint_every_n_hours`, or a `basename` with a directory or named
+                like the state file.
+        """
+        if not model_dir:
+            raise ValueError("CheckpointManager(model_dir=...) received an empty path; pass "
+                             "the estimator's model_dir.")
+        if keep_checkpoint_max is not None and (
+                isinstance(keep_checkpoint_max, bool) or int(keep_checkpoint_max) < 0):
+            raise ValueError(
+                f"CheckpointManager(keep_checkpoint_max={keep_checkpoint_max!r}) must be an int "
+                ">= 0 (0 or None keeps every checkpoint).")
+        if keep_checkpoint_every_n_hours is not None and keep_checkpoint_every_n_hours <= 0:
+            raise ValueError(
+                f"CheckpointManager(keep_checkpoint_every_n_hours="
+                f"{keep_checkpoint_every_n_hours!r}) must be > 0 (or None to disable), as "
+                "RunConfig requires.")
+        if not basename or os.path.dirname(basename) or basename == STATE_FILENAME:
+            raise ValueError(
+                f"CheckpointManager(basename={basename!r}) must be a plain file name other than "
+                f"{STATE_FILENAME!r}, e.g. 'model.ckpt'; put directories in model_dir.")
+        self._model_dir = model_dir.rstrip("/") if model_dir.rstrip("/") else model_dir
+        self._saver = saver
+        self._max_to_keep = int(keep_checkpoint_max or 0)
+        self._every_n_secs = (None if keep_checkpoint_every_n_hours is None
+                              else float(keep_checkpoint_every_n_hours) * 3600.0)
+        self._basename = basename
+        self._clock = clock
+        self._last_preserved = clock()
+        self._next_keep_time = (None if self._every_n_secs is None
+                                else self._last_preserved + self._every_n_secs)
+        self._checkpoints: list[_Recorded] = self._recover()
+
+    @property
+    def model_dir(self) -> str:
+        return self._model_dir
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """Prefixes of the managed (not yet deleted) checkpoints, oldest first."""
+        return [r.path for r in self._checkpoints]
+
+    def checkpoint_path(self, global_step: int) -> str:
+        """The prefix a checkpoint of `global_step` has: `model_dir/<basename>-<step>`."""
+        return os.path.join(self._model_dir, f"{self._basename}-{_as_step(global_step)}")
+
+    def latest_checkpoint(self) -> str | None:
+        """The prefix the state file names as latest, if its index file exists.
+
+        Exactly `tf.train.latest_checkpoint`: files not named by the state file (for example
+        a half-written `model.ckpt-99.index` from a crashed save) are never considered.
+        """
+        return tf.train.latest_checkpoint(self._model_dir)
+
+    def has_checkpoint(self, global_step: int) -> bool:
+        """True if a published (state-file listed, index present) checkpoint has this step."""
+        path = self.checkpoint_path(global_step)
+        return path in self._published_paths() and tf.io.gfile.exists(path + ".index")
+
+    def save(self, global_step: int) -> str:
+        """Writes the checkpoint of `global_step`, publishes it, then prunes old ones.
+
+        Order, for crash safety: (1) if this step is already published, republish the state
+        file without it; (2) SaveV2 writes data then index; (3) the state file is atomically
+        replaced to name the new checkpoint; (4) pruned checkpoints' files are deleted. A
+        crash at any point leaves the state file naming only complete checkpoints.
+
+        Args:
+            global_step: The step the variables' values belong to.
+
+        Returns:
+            The new checkpoint prefix.
+        """
+        step = _as_step(global_step)
+        path = self.checkpoint_path(step)
+        tf.io.gfile.makedirs(self._model_dir)
+        self._unpublish(path)
+        # Forgotten until rewritten: if the rewrite crashes, its files may be mixed old/new.
+        self._checkpoints = [r for r in self._checkpoints if r.path != path]
+        logging.info("Saving checkpoints for %d into %s.", step, path)
+        self._saver.save(path)
+        now = self._clock()
+        if self._max_to_keep:
+            self._checkpoints.append(_Recorded(path, now))
+            listed = list(self._checkpoints)
+            pruned = []
+            while len(listed) > self._max_to_keep:
+                pruned.append(listed.pop(0))
+            self._checkpoints = listed
+            self._write_state(path, listed)
+            for old in pruned:
+                self._maybe_delete(old)
+        else:
+            self._write_state(path, [_Recorded(path, now)])
+        return path
+
+    def restore_latest(self) -> int | None:
+        """Restores the latest checkpoint; returns its global step, or None if there is none.
+
+        The step is the `global_step` value stored in the checkpoint (what legacy Estimator
+        resumed from), or the path's `-<step>` suffix if the checkpoint has no global step.
+        """
+        latest = self.latest_checkpoint()
+        if latest is None:
+            return None
+        self._saver.restore(latest)
+        reader = _open_checkpoint(latest, "CheckpointManager.restore_latest")
+        if reader.has_tensor(GLOBAL_STEP_NAME):
+            return int(reader.get_tensor(GLOBAL_STEP_NAME))
+        return checkpoint_step(latest)
+
+    # ----------------------------------------------------------------------------------
+
+    def _state(self) -> Any:
+        try:
+            return tf.train.get_checkpoint_state(self._model_dir)
+        except ValueError as e:  # A state file without model_checkpoint_path.
+            logging.warning("Ignoring the checkpoint state file in %s: %s", self._model_dir, e)
+            return None
+
+    def _published_paths(self) -> list[str]:
+        state = self._state()
+        if state is None:
+            return []
+        return [state.model_checkpoint_path, *state.all_model_checkpoint_paths]
+
+    def _recover(self) -> list[_Recorded]:
+        """Legacy `recover_last_checkpoints`: listed files that still exist, mtime-stamped."""
+        state = self._state()
+        if state is None:
+            return []
+        recovered = []
+        for path in state.all_model_checkpoint_paths:
+            try:
+                mtime = tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9
+            except tf.errors.NotFoundError:
+                continue  # Deleted by someone else meanwhile; legacy skipped these too.
+            recovered.append(_Recorded(path, mtime))
+        if recovered:
+            logging.info("Recovered %d checkpoint(s) of %s from its state file.",
+                         len(recovered), self._model_dir)
+        return recovered
+
+    def _relative(self, path: str) -> str:
+        if os.path.dirname(path) == self._model_dir:
+            return os.path.basename(path)
+        return path
+
+    def _write_state(self, latest: str, listed: list[_Recorded]) -> None:
+        # `update_checkpoint_state` writes via file_io.atomic_write_string_to_file (temporary
+        # file + rename; verified with strace), so readers see the old or the new state.
+        # Relative paths are passed and kept relative because save_dir is not rewritten.
+        tf.compat.v1.train.update_checkpoint_state(
+                self._model_dir, self._relative(latest),
+                all_model_checkpoint_paths=[self._relative(r.path) for r in listed],
+                all_model_checkpoint_timestamps=[r.timestamp for r in listed],
+                last_preserved_timestamp=self._last_preserved)
+
+    def _unpublish(self, path: str) -> None:
+        """Removes `path` from the state file before it is overwritten."""
+        state = self._state()
+        if state is None:
+            return
+        listed = list(state.all_model_checkpoint_paths)
+        if path not in listed and state.model_checkpoint_path != path:
+            return
+        stamps = list(state.all_model_checkpoint_timestamps)
+        if len(stamps) != len(listed):
+            stamps = [self._clock()] * len(listed)
+        remaining = [_Recorded(p, t) for p, t in zip(listed, stamps) if p != path]
+        latest = state.model_checkpoint_path
+        if latest == path:
+            latest = remaining[-1].path if remaining else None
+        if latest is None:
+            tf.io.gfile.remove(os.path.join(self._model_dir, STATE_FILENAME))
+        else:
+            self._write_state(latest, remaining)
+
+    def _maybe_delete(self, old: _Recorded) -> None:
+        """Legacy `_MaybeDeleteOldCheckpoints` for one checkpoint pushed out of the window."""
+        if self._next_keep_time is not None and old.timestamp > self._next_keep_time:
+            self._next_keep_time += self._every_n_secs
+            self._last_preserved = old.timestamp
+            logging.info("Keeping %s (keep_checkpoint_every_n_hours).", old.path)
+            return
+        # Index first: without it the checkpoint no longer counts as existing.
+        for pattern in (old.path + ".index", old.path + ".data-?????-of-?????",
+                        old.path + ".meta"):
+            for filename in tf.io.gfile.glob(pattern):
+                try:
+                    tf.io.gfile.remove(filename)
+                except tf.errors.OpError as e:
+                    logging.warning("Ignoring: could not delete %s: %s", filename, e)
+
+
+def _as_step(global_step: Any) -> int:
+    if isinstance(global_step, bool) or not isinstance(
+            global_step, (int, np.integer, tf.Tensor, tf.Variable)):
+        raise TypeError(
+            f"global_step must be an integer, received {global_step!r} of type "
+            f"{type(global_step).__name__}. Pass int(global_step_variable.numpy()).")
+    if isinstance(global_step, (tf.Tensor, tf.Variable)):
+        if not global_step.dtype.is_integer or global_step.shape.rank != 0:
+            raise TypeError(
+                f"global_step must be an integer scalar, received a {global_step.dtype.name} "
+                f"tensor of shape {global_step.shape}.")
+        global_step = global_step.numpy()
+    return int(global_step)
+
+
+class SaveCadence:
+    """When to checkpoint, at training-loop granularity: legacy `CheckpointSaverHook` timing.
+
+    Mimicked (TF 2.15 `CheckpointSaverHook` with `SecondOrStepTimer`): a checkpoint at the
+    start of training, at the restored/initial global step (`begin`); then whenever the step
+    reached `last saved step + save_steps`, or `save_secs` elapsed since the last save
+    (`should_save`); never twice for one step; and one at the end unless the final step was
+    just saved (`should_save_at_end`). Like the hook under TPUEstimator
+    (`steps_per_run=iterations_per_loop`), it is only asked between host loops, so saves land
+    on loop boundaries. As RunConfig, `save_steps` and `save_secs` are exclusive; with both
+    None or 0 no checkpoints are written at all, not even at the start or end (legacy
+    Estimator added no saver hook then and told MonitoredTrainingSession not to save).
+
+    One deliberate difference: `begin` does not rewrite a checkpoint that already exists for
+    the starting step (legacy re-saved it, with identical values).
+    """
+
+    def __init__(self, *, save_steps: int | None, save_secs: float | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """Configures the cadence.
+
+        Args:
+            save_steps: Save every this many global steps; 0 or None: not by steps.
+            save_secs: Save every this many seconds; 0 or None: not by time.
+            clock: Seconds from an arbitrary origin; injectable so tests need not sleep.
+
+        Raises:
+            ValueError: both given, or a negative value.
+        """
+        if save_steps is not None and (isinstance(save_steps, bool) or save_steps < 0):
+            raise ValueError(f"SaveCadence(save_steps={save_steps!r}) must be an int >= 0, or "
+                             "None (0 and None disable step-based saving).")
+        if save_secs is not None and save_secs < 0:
+            raise ValueError(f"SaveCadence(save_secs={save_secs!r}) must be >= 0, or None (0 "
+                             "and None disable time-based saving).")
+        if save_steps and save_secs:
+            raise ValueError(
+                f"SaveCadence received save_steps={save_steps!r} and save_secs={save_secs!r}; "
+                "set only one, as RunConfig's save_checkpoints_steps/save_checkpoints_secs.")
+        # Legacy tested truthiness (`if save_checkpoints_secs or save_checkpoints_steps`), so 0
+        # disables a criterion exactly like None.
+        save_steps = save_steps or None
+        save_secs = save_secs or None
+        self._save_steps = save_steps
+        self._save_secs = save_secs
+        self._clock = clock
+        self._last_step: int | None = None
+        self._last_time: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """False when neither save_steps nor save_secs is set (None or 0): nothing is saved."""
+        return self._save_steps is not None or self._save_secs is not None
+
+    @property
+    def last_saved_step(self) -> int | None:
+        return self._last_step
+
+    def begin(self, step: int, *, checkpoint_exists: bool) -> bool:
+        """Starts the cadence at the initial global step; True if a checkpoint is due now.
+
+        Args:
+            step: The global step training starts from (restored or initial).
+            checkpoint_exists: Whether a checkpoint of exactly `step` is already published
+                (`CheckpointManager.has_checkpoint(step)`); then the cadence starts from it.
+        """
+        if not self.enabled:
+            return False
+        if checkpoint_exists:
+            self.mark_saved(step)
+            return False
+        return True
+
+    def should_save(self, step: int) -> bool:
+        """True if the checkpoint of `step` is due (`SecondOrStepTimer.should_trigger_for_step`)."""
+        if not self.enabled:
+            return False
+        if self._last_step is None:
+            return True
+        if step == self._last_step:
+            return False
+        if self._save_secs is not None and self._clock() >= self._last_time + self._save_secs:
+            return True
+        if self._save_steps is not None and step >= self._last_step + self._save_steps:
+            return True
+        return False
+
+    def should_save_at_end(self, step: int) -> bool:
+        """True unless `step` was the last one saved (legacy `CheckpointSaverHook.end`)."""
+        return self.enabled and step != self._last_step
+
+    def mark_saved(self, step: int, now: float | None = None) -> None:
+        """Records that the checkpoint of `step` was written at `now` (default: the clock)."""
+        self._last_step = int(step)
+        self._last_time = self._clock() if now is None else float(now)
