@@ -218,6 +218,13 @@ def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any], *
         dataset = to_dataset(result, repeat_tensors=repeat_tensors)
         if plan.rebatch_to is not None:
             dataset = dataset.rebatch(plan.rebatch_to)
+        if plan.pipeline == InputPipelineConfig.BROADCAST and plan.num_replicas > 1:
+            # Every replica of this host takes the same whole batch, as the broadcast infeed
+            # did: each element is handed out once per local replica.
+            copies = max(1, plan.num_replicas // plan.num_hosts)
+            dataset = dataset.flat_map(
+                lambda *element: tf.data.Dataset.from_tensors(
+                    element if len(element) > 1 else element[0]).repeat(copies))
         return dataset
 
     options = tf.distribute.InputOptions(experimental_fetch_to_device=True)

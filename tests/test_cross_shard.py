@@ -1,0 +1,229 @@
+"""Tests for tpu_estimator_compat.cross_shard: TPU cross-replica primitives on tf.distribute.
+
+Every step runs the way the estimator runs it: a `tf.function` calling `strategy.run`, traced
+and called under `strategy.scope()` and `strategy._scale_loss_for_estimator_enabled()`.
+"""
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import make_strategy
+
+from tpu_estimator_compat import cross_shard
+
+LR = 0.01
+W0 = 0.5
+
+
+# Every MirroredStrategy starts its collective keys at the same group/instance key, so two
+# strategies whose first all-reduces differ in shape abort the process's collective executor
+# ("Shape mismatch in the collective instance 100"). Give each strategy here its own key
+# range, as TF's own strategy_combinations does.
+_KEY_BASES = itertools.count(7_000)
+
+
+def _strategy(name, monkeypatch):
+    monkeypatch.setattr(tf.distribute.MirroredStrategy, "_collective_key_base",
+                        next(_KEY_BASES) * 100_000)
+    return make_strategy(name)
+
+
+@pytest.fixture(params=["default", "mirrored8"])
+def strategy(request, monkeypatch):
+    return _strategy(request.param, monkeypatch)
+
+
+@pytest.fixture(autouse=True)
+def _installed():
+    cross_shard.install()
+
+
+def _replica_x():
+    """x = replica_id + 1, as float32, in replica context."""
+    ctx = tf.distribute.get_replica_context()
+    return tf.cast(ctx.replica_id_in_sync_group, tf.float32) + 1.0
+
+
+def _loss(w, x):
+    """Per-replica loss whose gradient wrt w is x**2 + 2*w*x (= x**2 + x at w=0.5)."""
+    return w * x * x + w * w * x
+
+
+def _per_replica_grads(num_replicas):
+    xs = np.arange(1, num_replicas + 1, dtype=np.float64)
+    return xs ** 2 + 2 * W0 * xs
+
+
+def _op_types(concrete):
+    graph_def = concrete.graph.as_graph_def()
+    types = {node.op for node in graph_def.node}
+    for function in graph_def.library.function:
+        types.update(node.op for node in function.node_def)
+    return types
+
+
+def _run_step(strategy, replica_fn):
+    """Traces and runs `strategy.run(replica_fn)` once, as the estimator does.
+
+    Returns (concrete function, per-replica results as numpy).
+    """
+    scale_loss = strategy._scale_loss_for_estimator_enabled  # pylint: disable=protected-access
+    with strategy.scope(), scale_loss():
+        @tf.function
+        def step():
+            return strategy.run(replica_fn)
+
+        concrete = step.get_concrete_function()
+        result = step()
+    if result is None:
+        return concrete, None
+    return concrete, [r.numpy() for r in strategy.experimental_local_results(result)]
+
+
+def _make_w(strategy):
+    with strategy.scope():
+        return tf.Variable(W0, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
+def _local_values(strategy, w):
+    return [float(v.numpy()) for v in strategy.experimental_local_results(w)]
+
+
+def _assert_w(strategy, w, expected):
+    values = _local_values(strategy, w)
+    assert len(values) == strategy.num_replicas_in_sync
+    np.testing.assert_allclose(values, [expected] * len(values), rtol=1e-6)
+
+
+# install / cross_replica_sum
+
+
+def test_install_is_idempotent_and_patches_in_place():
+    cls = tf.compat.v1.tpu.CrossShardOptimizer
+    cross_shard.install()
+    cross_shard.install()
+    assert tf.compat.v1.tpu.cross_replica_sum is cross_shard.cross_replica_sum
+    assert cls.compute_gradients is cross_shard._compute_gradients
+    assert cls.apply_gradients is cross_shard._apply_gradients
+    assert tf.compat.v1.tpu.CrossShardOptimizer is cls
+
+
+def test_cross_replica_sum_sums_over_replicas_without_tpu_op(strategy):
+    concrete, results = _run_step(
+            strategy, lambda: tf.compat.v1.tpu.cross_replica_sum(_replica_x()))
+    replicas = strategy.num_replicas_in_sync
+    expected = replicas * (replicas + 1) / 2  # 36 on 8 replicas, 1 on default.
+    assert results == [expected] * replicas
+    assert "CrossReplicaSum" not in _op_types(concrete)
+    assert "CrossReplicaSum" not in {op.type for op in concrete.graph.get_operations()}
+
+
+def test_cross_replica_sum_of_tensor_keeps_shape_and_sums_elementwise(strategy):
+    _, results = _run_step(
+            strategy, lambda: tf.compat.v1.tpu.cross_replica_sum(_replica_x() * [1.0, 10.0]))
+    total = sum(range(1, strategy.num_replicas_in_sync + 1))
+    for r in results:
+        np.testing.assert_array_equal(r, [total, 10.0 * total])
+
+
+def test_cross_replica_sum_in_cross_replica_context_raises(monkeypatch):
+    strategy = _strategy("mirrored8", monkeypatch)
+    with strategy.scope():
+        with pytest.raises(RuntimeError, match="outside a replica step"):
+            tf.compat.v1.tpu.cross_replica_sum(tf.constant(1.0))
+
+
+def test_cross_replica_sum_group_assignment_not_supported_off_tpu():
+    with pytest.raises(NotImplementedError, match="drop `group_assignment`"):
+        tf.compat.v1.tpu.cross_replica_sum(tf.constant(1.0), group_assignment=[[0]])
+
+
+# CrossShardOptimizer with the base v1 apply
+
+
+def _minimize_step(strategy, make_optimizer):
+    w = _make_w(strategy)
+    optimizer = make_optimizer()
+
+    def replica_fn():
+        optimizer.minimize(_loss(w, _replica_x()), var_list=[w])
+
+    concrete, _ = _run_step(strategy, replica_fn)
+    return w, concrete
+
+
+def test_cross_shard_optimizer_mean_averages_gradients(strategy):
+    w, concrete = _minimize_step(strategy, lambda: tf.compat.v1.tpu.CrossShardOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(LR)))
+    grads = _per_replica_grads(strategy.num_replicas_in_sync)
+    _assert_w(strategy, w, W0 - LR * grads.mean())
+    assert "CrossReplicaSum" not in _op_types(concrete)
+
+
+def test_plain_optimizer_under_estimator_scaling_averages_gradients(strategy):
+    w, _ = _minimize_step(strategy,
+                          lambda: tf.compat.v1.train.GradientDescentOptimizer(LR))
+    grads = _per_replica_grads(strategy.num_replicas_in_sync)
+    _assert_w(strategy, w, W0 - LR * grads.mean())
+
+
+def test_cross_shard_optimizer_sum_reduction_sums_gradients(strategy):
+    w, _ = _minimize_step(strategy, lambda: tf.compat.v1.tpu.CrossShardOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(LR),
+            reduction=tf.compat.v1.losses.Reduction.SUM))
+    grads = _per_replica_grads(strategy.num_replicas_in_sync)
+    _assert_w(strategy, w, W0 - LR * grads.sum())
+
+
+def test_cross_shard_optimizer_restores_estimator_scaling_flag(strategy):
+    w = _make_w(strategy)
+    optimizer = tf.compat.v1.tpu.CrossShardOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(LR))
+    flags = []
+
+    def replica_fn():
+        flags.append(strategy._scale_loss_for_estimator)  # pylint: disable=protected-access
+        optimizer.compute_gradients(_loss(w, _replica_x()), var_list=[w])
+        flags.append(strategy._scale_loss_for_estimator)  # pylint: disable=protected-access
+
+    _run_step(strategy, replica_fn)
+    assert flags == [True, True] * strategy.num_replicas_in_sync
+    assert strategy._scale_loss_for_estimator is False  # pylint: disable=protected-access
+
+
+# CrossShardOptimizer around a custom optimizer that updates variables itself
+
+
+class _AssignSubOptimizer(tf.compat.v1.train.Optimizer):
+    """Updates variables in replica context, like BERT's AdamWeightDecayOptimizer."""
+
+    def __init__(self, learning_rate):
+        super().__init__(use_locking=False, name="AssignSubOptimizer")
+        self._lr = learning_rate
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        return tf.group([v.assign_sub(self._lr * g) for g, v in grads_and_vars])
+
+
+def test_custom_optimizer_minimize_applies_summed_scaled_gradients(strategy):
+    w, concrete = _minimize_step(
+            strategy, lambda: tf.compat.v1.tpu.CrossShardOptimizer(_AssignSubOptimizer(LR)))
+    # compute_gradients scales each loss by 1/R; apply sums: the mean of the gradients.
+    grads = _per_replica_grads(strategy.num_replicas_in_sync)
+    _assert_w(strategy, w, W0 - LR * grads.mean())
+    assert "CrossReplicaSum" not in _op_types(concrete)
+
+
+def test_custom_optimizer_after_tf_gradients_applies_summed_gradients(strategy):
+    w = _make_w(strategy)
+    optimizer = tf.compat.v1.tpu.CrossShardOptimizer(_AssignSubOptimizer(LR))
+
+    def replica_fn():
+        # BERT: tf.gradients of the unscaled loss, then apply_gradients (TPU sums them).
+        grads = tf.gradients(_loss(w, _replica_x()), [w])
+        optimizer.apply_gradients(zip(grads, [w]))
+
+    _run_step(strategy, replica_fn)
+    grads = _per_replica_grads(strategy.num_replicas_in_sync)
+    _assert_w(strategy, w, W0 - LR * grads.sum())

@@ -1,0 +1,262 @@
+"""Tests for tpu_estimator_compat.inputs: batch plans, input_fn calls, distributed datasets."""
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import make_strategy
+
+from tpu_estimator_compat import inputs
+from tpu_estimator_compat.config import InputPipelineConfig
+
+_TRAIN = "train"
+
+
+def _plan(pipeline, *, batch=64, replicas=8, hosts=1, use_tpu=True):
+    return inputs.plan_batches(global_batch_size=batch, batch_name="train_batch_size",
+                               num_replicas=replicas, num_hosts=hosts, pipeline=pipeline,
+                               use_tpu=use_tpu)
+
+
+# plan_batches
+
+
+@pytest.mark.parametrize("pipeline, for_input_fn, for_model_fn, rebatch_to", [
+        (InputPipelineConfig.PER_HOST_V1, 64, 8, 8),
+        (InputPipelineConfig.PER_HOST_V2, 8, 8, None),
+        (InputPipelineConfig.PER_SHARD_V1, 8, 8, None),
+        (InputPipelineConfig.BROADCAST, 64, 64, None),
+])
+def test_plan_batches_table_on_eight_replicas(pipeline, for_input_fn, for_model_fn,
+                                              rebatch_to):
+    plan = _plan(pipeline)
+    assert (plan.global_batch_size, plan.for_input_fn, plan.for_model_fn, plan.rebatch_to,
+            plan.pipeline, plan.num_replicas, plan.num_hosts) == (
+                    64, for_input_fn, for_model_fn, rebatch_to, pipeline, 8, 1)
+
+
+def test_plan_batches_use_tpu_false_on_one_replica_gives_global_batch():
+    plan = _plan(InputPipelineConfig.PER_HOST_V1, replicas=1, use_tpu=False)
+    assert (plan.for_input_fn, plan.for_model_fn, plan.rebatch_to, plan.num_replicas) == (
+            64, 64, None, 1)
+
+
+def test_plan_batches_per_host_v1_two_hosts_splits_host_batch():
+    plan = _plan(InputPipelineConfig.PER_HOST_V1, hosts=2)
+    assert (plan.for_input_fn, plan.for_model_fn, plan.rebatch_to) == (32, 8, 8)
+
+
+def test_plan_batches_indivisible_batch_raises_with_both_numbers():
+    with pytest.raises(ValueError) as e:
+        _plan(InputPipelineConfig.PER_HOST_V1, batch=12)
+    message = str(e.value)
+    assert "`train_batch_size` (12)" in message
+    assert "number of replicas (8)" in message
+
+
+def test_plan_batches_none_batch_leaves_everything_unset():
+    plan = _plan(InputPipelineConfig.PER_HOST_V1, batch=None)
+    assert (plan.global_batch_size, plan.for_input_fn, plan.for_model_fn,
+            plan.rebatch_to) == (None, None, None, None)
+    assert (plan.num_replicas, plan.num_hosts) == (8, 1)
+
+
+# distribute
+
+
+def _rows_input_fn(seen, num_rows=64):
+    """input_fn over rows [0, num_rows) with labels 10 * row; records params it received."""
+
+    def input_fn(params):
+        seen.append(dict(params))
+        ds = tf.data.Dataset.range(num_rows).map(lambda r: (r, r * 10))
+        return ds.batch(params["batch_size"], drop_remainder=True)
+
+    return input_fn
+
+
+def _per_replica_batches(strategy, dist_dataset, steps):
+    """[step][replica] -> (features ndarray, labels ndarray), iterated eagerly."""
+    out = []
+    iterator = iter(dist_dataset)
+    for _ in range(steps):
+        features, labels = next(iterator)
+        out.append([(f.numpy(), l.numpy()) for f, l in zip(
+                strategy.experimental_local_results(features),
+                strategy.experimental_local_results(labels))])
+    return out
+
+
+def _distribute(strategy, input_fn, pipeline, *, batch=16, use_tpu=True):
+    plan = _plan(pipeline, batch=batch, replicas=strategy.num_replicas_in_sync,
+                 use_tpu=use_tpu)
+    return inputs.distribute(strategy, input_fn, params={"user": 1}, config=None,
+                             mode=_TRAIN, plan=plan, use_tpu=use_tpu)
+
+
+def _assert_consecutive_slices(batches, replicas, global_batch=16):
+    per_replica = global_batch // replicas
+    for step, per_step in enumerate(batches):
+        assert len(per_step) == replicas
+        for i, (features, labels) in enumerate(per_step):
+            start = step * global_batch + i * per_replica
+            expected = np.arange(start, start + per_replica)
+            np.testing.assert_array_equal(features, expected)
+            np.testing.assert_array_equal(labels, expected * 10)
+
+
+def test_distribute_per_host_v1_slices_host_batch_across_replicas(strategy):
+    seen = []
+    replicas = strategy.num_replicas_in_sync
+    dist = _distribute(strategy, _rows_input_fn(seen), InputPipelineConfig.PER_HOST_V1)
+    _assert_consecutive_slices(_per_replica_batches(strategy, dist, steps=3), replicas)
+    assert len(seen) == 1
+    params = seen[0]
+    assert params["batch_size"] == 16
+    assert params["user"] == 1
+    ctx = params["context"]
+    assert isinstance(ctx, inputs.TPUContext)
+    assert (ctx.num_replicas, ctx.num_hosts, ctx.current_host, ctx.mode) == (
+            replicas, 1, 0, _TRAIN)
+    assert ctx.num_of_replicas_per_host == replicas
+    assert ctx.current_input_fn_deployment() == ("/job:worker/task:0/device:CPU:0", 0, 1)
+    assert isinstance(ctx.input_context, tf.distribute.InputContext)
+
+
+def test_distribute_per_host_v2_input_fn_gets_per_replica_batch(strategy):
+    seen = []
+    replicas = strategy.num_replicas_in_sync
+    dist = _distribute(strategy, _rows_input_fn(seen), InputPipelineConfig.PER_HOST_V2)
+    _assert_consecutive_slices(_per_replica_batches(strategy, dist, steps=2), replicas)
+    assert [p["batch_size"] for p in seen] == [16 // replicas]
+    assert seen[0]["context"].num_replicas == replicas
+
+
+def test_distribute_use_tpu_false_on_default_strategy_gets_global_batch():
+    strategy = tf.distribute.get_strategy()
+    seen = []
+    dist = _distribute(strategy, _rows_input_fn(seen), InputPipelineConfig.PER_HOST_V1,
+                       use_tpu=False)
+    _assert_consecutive_slices(_per_replica_batches(strategy, dist, steps=2), 1)
+    assert len(seen) == 1
+    assert seen[0]["batch_size"] == 16
+    assert "context" not in seen[0]
+    assert seen[0]["user"] == 1
+
+
+def test_distribute_broadcast_gives_every_replica_the_same_batch():
+    strategy = make_strategy("mirrored8")
+    seen = []
+    dist = _distribute(strategy, _rows_input_fn(seen, num_rows=16 * 8),
+                       InputPipelineConfig.BROADCAST)
+    (per_step,) = _per_replica_batches(strategy, dist, steps=1)
+    assert seen[0]["batch_size"] == 16
+    for features, _ in per_step:
+        np.testing.assert_array_equal(features, np.arange(16))
+
+
+def test_distribute_tensor_tuple_repeats_on_every_replica(strategy):
+    def input_fn(params):
+        n = params["batch_size"]
+        return tf.range(n, dtype=tf.int64), tf.range(n, dtype=tf.int64) * 10
+
+    replicas = strategy.num_replicas_in_sync
+    dist = _distribute(strategy, input_fn, InputPipelineConfig.PER_HOST_V2,
+                       batch=2 * replicas)
+    for per_step in _per_replica_batches(strategy, dist, steps=3):
+        for features, labels in per_step:
+            np.testing.assert_array_equal(features, [0, 1])
+            np.testing.assert_array_equal(labels, [0, 10])
+
+
+def test_distribute_input_fn_without_params_raises_legacy_message(strategy):
+    def input_fn():
+        return tf.data.Dataset.range(4)
+
+    with pytest.raises(ValueError, match="does not include params argument"):
+        _distribute(strategy, input_fn, InputPipelineConfig.PER_HOST_V1)
+
+
+# to_dataset / split_element / call_input_fn
+
+
+def test_to_dataset_tuple_of_tensors_repeats():
+    ds = inputs.to_dataset((tf.constant([1, 2]), tf.constant([3, 4])), repeat_tensors=True)
+    assert ds.cardinality().numpy() == tf.data.INFINITE_CARDINALITY
+    got = [(f.numpy().tolist(), l.numpy().tolist()) for f, l in ds.take(3)]
+    assert got == [([1, 2], [3, 4])] * 3
+
+
+def test_to_dataset_without_repeat_yields_once():
+    ds = inputs.to_dataset({"x": tf.constant([5])}, repeat_tensors=False)
+    assert [e["x"].numpy().tolist() for e in ds] == [[5]]
+
+
+def test_to_dataset_returns_dataset_unchanged():
+    ds = tf.data.Dataset.range(3)
+    assert inputs.to_dataset(ds, repeat_tensors=True) is ds
+
+
+def test_to_dataset_rejects_other_types():
+    with pytest.raises(TypeError, match="input_fn must return a `tf.data.Dataset`"):
+        inputs.to_dataset(3, repeat_tensors=True)
+
+
+def test_split_element_dict_features_only_gives_none_labels():
+    ds = tf.data.Dataset.from_tensor_slices({"x": [1, 2], "y": [3, 4]}).batch(2)
+    features, labels = inputs.split_element(next(iter(ds)))
+    assert labels is None
+    assert sorted(features) == ["x", "y"]
+    assert features["x"].numpy().tolist() == [1, 2]
+    assert features["y"].numpy().tolist() == [3, 4]
+
+
+def test_split_element_pair_and_single():
+    assert inputs.split_element(("f", "l")) == ("f", "l")
+    assert inputs.split_element(("f",)) == ("f", None)
+
+
+def test_split_element_three_tuple_names_the_fix():
+    with pytest.raises(ValueError) as e:
+        inputs.split_element((1, 2, 3))
+    assert "tuple of 3 elements" in str(e.value)
+    assert "Return `(features, labels)`." in str(e.value)
+
+
+def test_call_input_fn_passes_config_and_mode():
+    received = {}
+
+    def input_fn(params, config, mode):
+        received.update(params=params, config=config, mode=mode)
+        return "result"
+
+    config = {"model_dir": "/tmp/m"}
+    plan = _plan(InputPipelineConfig.PER_HOST_V2, batch=16, replicas=8)
+    result = inputs.call_input_fn(input_fn, params={"a": 1}, config=config, mode="eval",
+                                  plan=plan, input_context=None, use_tpu=False)
+    assert result == "result"
+    assert received["params"] == {"a": 1, "batch_size": 2}
+    assert received["config"] == config
+    assert received["config"] is not config  # a copy, as legacy passed
+    assert received["mode"] == "eval"
+
+
+def test_call_input_fn_does_not_mutate_caller_params():
+    params = {"a": [1]}
+    plan = _plan(InputPipelineConfig.PER_HOST_V1, batch=16, replicas=8)
+
+    def input_fn(params):
+        params["a"].append(2)
+        return params
+
+    got = inputs.call_input_fn(input_fn, params=params, config=None, mode=_TRAIN, plan=plan,
+                               input_context=None, use_tpu=True)
+    assert params == {"a": [1]}
+    assert got["batch_size"] == 16
+    assert got["context"].current_host == 0
+
+
+def test_call_input_fn_without_params_raises_legacy_message():
+    plan = _plan(InputPipelineConfig.PER_HOST_V1)
+    with pytest.raises(ValueError, match="does not include params argument, required by "
+                                         "TPUEstimator"):
+        inputs.call_input_fn(lambda config: None, params={}, config=None, mode=_TRAIN,
+                             plan=plan, input_context=None, use_tpu=True)
