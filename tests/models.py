@@ -91,3 +91,27 @@ def kitchen_sink_model_fn(features, labels, mode, params):
         train_op = opt.minimize(loss, global_step=v1.train.get_or_create_global_step(),
                                 var_list=v1.trainable_variables())
     return TPUEstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+
+
+def metric_fn(labels, logits):
+    """The mnist_tpu metric_fn."""
+    return {"accuracy": v1.metrics.accuracy(labels=labels,
+                                            predictions=tf.argmax(logits, axis=1))}
+
+
+def linear_full_model_fn(features, labels, mode, params):
+    """linear_model_fn with EVAL (eval_metrics) and PREDICT (class_ids, probabilities, logits)."""
+    w = v1.get_variable("w", [64, 10], initializer=v1.zeros_initializer())
+    b = v1.get_variable("b", [10], initializer=v1.zeros_initializer())
+    logits = tf.matmul(features, w) + b
+    if mode == "infer":
+        return TPUEstimatorSpec(mode, predictions={
+            "class_ids": tf.argmax(logits, axis=1),
+            "probabilities": tf.nn.softmax(logits),
+            "logits": logits})
+    loss = v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+    if mode == "eval":
+        return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, logits]))
+    opt = v1.tpu.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.5))
+    return TPUEstimatorSpec(mode, loss=loss,
+                            train_op=opt.minimize(loss, global_step=v1.train.get_global_step()))

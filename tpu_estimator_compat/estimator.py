@@ -10,8 +10,9 @@ logic and no file formats of its own.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -19,12 +20,15 @@ from absl import logging
 from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import config as config_lib
 from tpu_estimator_compat import cross_shard
+from tpu_estimator_compat import export as export_lib
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import keras_env
 from tpu_estimator_compat import loop as loop_lib
+from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import replica_step
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import strategy as strategy_lib
+from tpu_estimator_compat import summaries as summaries_lib
 from tpu_estimator_compat import variables as variables_lib
 
 ModeKeys = spec_lib.ModeKeys
@@ -211,12 +215,14 @@ class TPUEstimator:
             num_replicas=strategy.num_replicas_in_sync, num_hosts=num_hosts,
             pipeline=pipeline, use_tpu=self._use_tpu)
 
-    def _caller(self, plan: inputs_lib.BatchPlan) -> replica_step.ModelFnCaller:
+    def _caller(self, plan: inputs_lib.BatchPlan,
+                use_tpu: bool | None = None) -> replica_step.ModelFnCaller:
         def context_factory(mode: str) -> inputs_lib.TPUContext:
             return inputs_lib.TPUContext(None, plan, mode)
 
-        return replica_step.ModelFnCaller(self._model_fn, self._params, self._config,
-                                          self._use_tpu, context_factory)
+        return replica_step.ModelFnCaller(
+            self._model_fn, self._params, self._config,
+            self._use_tpu if use_tpu is None else use_tpu, context_factory)
 
     def _checkpoint_manager(self, runtime: _Runtime) -> checkpoints_lib.CheckpointManager:
         saver = checkpoints_lib.V1Saver(runtime.registry.by_name())
@@ -233,10 +239,7 @@ class TPUEstimator:
               saving_listeners: Sequence[Any] | None = None) -> "TPUEstimator":
         """Trains `steps` more steps, or up to global step `max_steps` (legacy semantics)."""
         _validate_steps(steps, max_steps, use_tpu=self._use_tpu)
-        if hooks:
-            raise NotImplementedError(
-                f"`hooks` ({list(hooks)}) are not supported yet by tpu_estimator_compat.train; "
-                "remove them.")
+        _reject_hooks(hooks, "train")
         inputs_lib.check_input_fn_signature(input_fn)
         start_step = _step_of_latest(self._model_dir)
         if max_steps is not None and start_step >= max_steps:
@@ -281,6 +284,161 @@ class TPUEstimator:
         logging.info("Loss for final step: %s.", driver.last_loss)
         return self
 
+    # ------------------------------------------------------------------------------------
+    # evaluate / predict
+
+    def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None,
+                 hooks: Sequence[Any] | None = None, checkpoint_path: str | None = None,
+                 name: str | None = None) -> dict[str, Any]:
+        """Evaluates on `steps` batches, or until input_fn is exhausted (every example once).
+
+        Returns the legacy dict: every metric, `loss` (mean of per-step losses) and
+        `global_step`, and writes them as events under `model_dir/eval[_<name>]`.
+        """
+        if steps is not None and (isinstance(steps, bool) or steps <= 0):
+            raise ValueError(f"Must specify steps > 0, given: {steps}.")
+        _reject_hooks(hooks, "evaluate")
+        on_tpu = self._use_tpu and self._eval_on_tpu
+        if on_tpu and self._batch_sizes[ModeKeys.EVAL] is None:
+            raise ValueError(
+                "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate "
+                "is running on TPU. Pass eval_batch_size=..., or eval_on_tpu=False.")
+        checkpoint = self._checkpoint_to_use(checkpoint_path, "evaluate")
+        session = self._inference_session(ModeKeys.EVAL, input_fn, checkpoint, on_tpu)
+        record = session.record
+        metrics = None
+        if record.metric_fn is not None:
+            metrics = metrics_lib.HostMetrics(record.metric_fn, record.metric_structure,
+                                              session.loop.trace(session.iterator)["metrics"])
+            metrics.reset()
+        mean_loss = metrics_lib.MeanLoss()
+        last_values: list[Any] = []
+        for result in session.chunks(steps):
+            for (leaves, mask), loss in zip(result.per_step(), result.losses):
+                mean_loss.update(loss)
+                if metrics is not None:
+                    metrics.update(_unflatten_rows(record.metric_structure, leaves, mask))
+            if result.steps_run and result.last:
+                last_values = [leaf[-1] for leaf in result.last]
+        values = metrics.result() if metrics is not None else {}
+        if record.metric_op_names:
+            values.update(dict(zip(record.metric_op_names, last_values)))
+        global_step = int(session.runtime.global_step.numpy())
+        results = metrics_lib.finalize_eval_dict(values, mean_loss.result(), global_step)
+        summaries_lib.write_eval_summaries(
+            os.path.join(self._model_dir, "eval" if not name else f"eval_{name}"),
+            results, global_step, checkpoint)
+        logging.info("Saving dict for global step %d: %s", global_step,
+                     ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
+        return results
+
+    def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,
+                hooks: Sequence[Any] | None = None, checkpoint_path: str | None = None,
+                yield_single_examples: bool = True) -> Iterator[Any]:
+        """Yields predictions for every example of input_fn, once each, in order."""
+        _reject_hooks(hooks, "predict")
+        on_tpu = self._use_tpu
+        if on_tpu and self._batch_sizes[ModeKeys.PREDICT] is None:
+            raise ValueError(
+                "predict_batch_size in TPUEstimator constructor cannot be `None` if "
+                ".predict is running on TPU. Pass predict_batch_size=....")
+        checkpoint = self._checkpoint_to_use(checkpoint_path, "predict")
+        session = self._inference_session(ModeKeys.PREDICT, input_fn, checkpoint, on_tpu)
+        keys = list(session.record.prediction_keys)
+        wanted = _select_keys(keys, predict_keys)
+        for result in session.chunks(None):
+            for leaves, mask in result.per_step():
+                batch = {k: leaf[mask] for k, leaf in zip(keys, leaves) if k in wanted}
+                if not session.record.predictions_are_dict:
+                    batch = batch[""]
+                if not yield_single_examples:
+                    yield batch
+                    continue
+                rows = int(mask.sum())
+                for i in range(rows):
+                    if isinstance(batch, dict):
+                        yield {k: v[i] for k, v in batch.items()}
+                    else:
+                        yield batch[i]
+
+    # ------------------------------------------------------------------------------------
+    # export
+
+    def export_saved_model(self, export_dir_base: str,
+                           serving_input_receiver_fn: Callable[[], Any],
+                           assets_extra: dict[str, str] | None = None, as_text: bool = False,
+                           checkpoint_path: str | None = None,
+                           experimental_mode: str = ModeKeys.PREDICT) -> bytes:
+        """Writes `export_dir_base/<timestamp>/`, a `serve`-tagged SavedModel (legacy API).
+
+        model_fn is called in PREDICT mode in a TF1 graph, without `batch_size` and with
+        `use_tpu=False` in params, as legacy's CPU export graph was built.
+        """
+        if experimental_mode != ModeKeys.PREDICT:
+            raise NotImplementedError(
+                f"`experimental_mode` ({experimental_mode!r}) is not supported; only "
+                "ModeKeys.PREDICT SavedModels are exported.")
+        caller = self._caller(self._plan(ModeKeys.PREDICT, tf.distribute.get_strategy()),
+                              use_tpu=False)
+        return export_lib.export_saved_model(
+            call_model_fn=functools.partial(_call_for_export, caller),
+            checkpoint_path=checkpoint_path or self._model_dir,
+            export_dir_base=export_dir_base,
+            serving_input_receiver_fn=serving_input_receiver_fn,
+            assets_extra=assets_extra, as_text=as_text,
+            tf_random_seed=self._config.tf_random_seed)
+
+    export_savedmodel = export_saved_model  # The name legacy TF 1.x scripts still call.
+
+    def _checkpoint_to_use(self, checkpoint_path: str | None, what: str) -> str | None:
+        if checkpoint_path is not None:
+            if not tf.io.gfile.exists(checkpoint_path + ".index"):
+                directory = tf.train.latest_checkpoint(checkpoint_path)
+                if directory is None:
+                    raise ValueError(
+                        f"`checkpoint_path` ({checkpoint_path}) is not a checkpoint or a "
+                        "directory holding one. Pass a prefix like model_dir/model.ckpt-100.")
+                checkpoint_path = directory
+            return checkpoint_path
+        latest = self.latest_checkpoint()
+        if latest is None:
+            logging.warning("Could not find trained model in model_dir: %s, running "
+                            "initialization to %s.", self._model_dir, what)
+        return latest
+
+    def _inference_session(self, mode: str, input_fn: Callable[..., Any],
+                           checkpoint: str | None, on_tpu: bool) -> "_InferenceSession":
+        inputs_lib.check_input_fn_signature(input_fn)
+        runtime = self._runtime(mode)
+        plan = self._plan(mode, runtime.strategy)
+        padded = runtime.strategy.num_replicas_in_sync > 1
+        key = (mode, plan, padded, on_tpu)
+        with runtime.scope():
+            dataset = inputs_lib.distribute(
+                runtime.strategy, input_fn, params=self._params, config=self._config,
+                mode=mode, plan=plan, use_tpu=on_tpu, repeat_tensors=False, pad=padded)
+            iterator = iter(dataset)
+            if key not in runtime.functions:
+                record = replica_step.TraceRecord()
+                caller = self._caller(plan, on_tpu)
+                if mode == ModeKeys.EVAL:
+                    step = replica_step.make_eval_step(
+                        caller, runtime.registry, runtime.global_step, plan.for_model_fn,
+                        use_tpu=on_tpu, record=record)
+                else:
+                    step = replica_step.make_predict_step(
+                        caller, runtime.registry, runtime.global_step, plan.for_model_fn,
+                        record=record)
+                runtime.functions[key] = (loop_lib.InferenceLoop(runtime.strategy, step,
+                                                                 padded=padded), record)
+            inference, record = runtime.functions[key]
+            inference.trace(iterator)
+            if checkpoint is not None:
+                checkpoints_lib.V1Saver(runtime.registry.by_name()).restore(checkpoint)
+            runtime.registry.reset_local_variables()
+        return _InferenceSession(runtime, inference, record, iterator,
+                                 self._iterations_per_loop())
+
     def _iterations_per_loop(self) -> int:
         parsed = self._config.tpu_config.parsed_iterations_per_loop
         if parsed.unit != "count":
@@ -296,6 +454,60 @@ class TPUEstimator:
                                                 runtime.global_step, plan.for_model_fn)
             runtime.functions[key] = loop_lib.make_multi_step_train_fn(runtime.strategy, step)
         return runtime.functions[key]
+
+
+@dataclasses.dataclass
+class _InferenceSession:
+    """One evaluate/predict call: a restored runtime, its compiled loop and its iterator."""
+
+    runtime: _Runtime
+    loop: loop_lib.InferenceLoop
+    record: replica_step.TraceRecord
+    iterator: Any
+    iterations_per_loop: int
+
+    def chunks(self, steps: int | None) -> Iterator[loop_lib.InferenceResult]:
+        """Runs loops of up to iterations_per_loop steps until `steps` or end of input."""
+        done = 0
+        while steps is None or done < steps:
+            n = self.iterations_per_loop if steps is None else min(
+                self.iterations_per_loop, steps - done)
+            with self.runtime.scope():
+                result = self.loop(self.iterator, n)
+            done += result.steps_run
+            yield result
+            if result.steps_run < n:
+                return
+
+
+def _call_for_export(caller: replica_step.ModelFnCaller, features: Any, labels: Any,
+                     mode: str) -> Any:
+    return caller(features, labels, mode, None, export_mode=True)
+
+
+def _unflatten_rows(structure: Any, leaves: list[Any], mask: Any) -> Any:
+    """One step's gathered metric tensors, padding rows removed, in the user's structure."""
+    return tf.nest.pack_sequence_as(structure, [leaf[mask] for leaf in leaves])
+
+
+def _select_keys(keys: list[str], predict_keys: Sequence[str] | None) -> list[str]:
+    if predict_keys is None:
+        return keys
+    if isinstance(predict_keys, str):
+        predict_keys = [predict_keys]
+    missing = [k for k in predict_keys if k not in keys]
+    if missing or not predict_keys:
+        raise ValueError(
+            f"Expected to run at least one output from {keys}, provided {list(predict_keys)}. "
+            "Pass `predict_keys` from the predictions dict's keys.")
+    return list(predict_keys)
+
+
+def _reject_hooks(hooks: Sequence[Any] | None, method: str) -> None:
+    if hooks:
+        raise NotImplementedError(
+            f"`hooks` ({list(hooks)}) are not supported yet by tpu_estimator_compat.{method}; "
+            "remove them.")
 
 
 class _SavePolicy:

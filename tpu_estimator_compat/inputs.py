@@ -207,15 +207,71 @@ def split_element(element: Any) -> tuple[Any, Any]:
     return element, None
 
 
+MASK_KEY = "padding_mask"
+
+
+def _as_dict(element: Any) -> dict[str, Any]:
+    features, labels = split_element(element)
+    out = {"features": features}
+    if labels is not None:
+        out["labels"] = labels
+    return out
+
+
+def _rows(element: dict[str, Any]) -> tf.Tensor:
+    return tf.shape(tf.nest.flatten(element)[0], out_type=tf.int64)[0]
+
+
+def _pad_rows(tensor: tf.Tensor, batch: int) -> tf.Tensor:
+    missing = batch - tf.shape(tensor)[0]
+    filler = tf.fill(tf.concat([[missing], tf.shape(tensor)[1:]], 0),
+                     tf.zeros([], tensor.dtype) if tensor.dtype != tf.string else "")
+    padded = tf.concat([tensor, filler], 0)
+    padded.set_shape([batch] + tensor.shape[1:].as_list())
+    return padded
+
+
+def pad_and_mask(dataset: tf.data.Dataset, batch: int) -> tf.data.Dataset:
+    """Pads every batch to `batch` rows with a boolean `padding_mask`, then pads forever.
+
+    The real batches (mask True on real rows) are followed by an endless stream of all-masked
+    batches, so every replica gets a full, static-shape batch at every step and the loop
+    stops at the first step with no real row anywhere. Nothing is dropped or counted twice.
+    """
+    dataset = dataset.map(lambda *element: _as_dict(element if len(element) > 1 else element[0]))
+
+    def pad(element: dict[str, Any]) -> dict[str, Any]:
+        rows = _rows(element)
+        padded = tf.nest.map_structure(lambda t: _pad_rows(t, batch), element)
+        padded[MASK_KEY] = tf.range(batch, dtype=tf.int64) < rows
+        return padded
+
+    def blank(element: dict[str, Any]) -> dict[str, Any]:
+        element = tf.nest.map_structure(tf.zeros_like, element)
+        element[MASK_KEY] = tf.zeros_like(element[MASK_KEY])
+        return element
+
+    real = dataset.map(pad)
+    return real.concatenate(real.take(1).map(blank).cache().repeat())
+
+
 def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any], *,
                params: dict[str, Any], config: Any, mode: str, plan: BatchPlan,
-               use_tpu: bool, repeat_tensors: bool = True) -> tf.distribute.DistributedDataset:
-    """Calls input_fn once per host and returns the per-replica distributed dataset."""
+               use_tpu: bool, repeat_tensors: bool = True,
+               pad: bool = False) -> tf.distribute.DistributedDataset:
+    """Calls input_fn once per host and returns the per-replica distributed dataset.
+
+    With `pad` (evaluation and prediction on several replicas) elements become dicts
+    `{features, [labels], padding_mask}` of static batch size, followed by endless fully
+    masked batches (see `pad_and_mask`).
+    """
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         result = call_input_fn(input_fn, params=params, config=config, mode=mode, plan=plan,
                                input_context=input_context, use_tpu=use_tpu)
         dataset = to_dataset(result, repeat_tensors=repeat_tensors)
+        if pad:
+            dataset = pad_and_mask(dataset, plan.for_input_fn)
         if plan.rebatch_to is not None:
             dataset = dataset.rebatch(plan.rebatch_to)
         if plan.pipeline == InputPipelineConfig.BROADCAST and plan.num_replicas > 1:

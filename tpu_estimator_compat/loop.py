@@ -132,3 +132,164 @@ class TrainDriver:
                     if self.examples_per_step else "")
         logging.info("global_step = %d, loss = %.6g, global_step/sec = %.4g%s", step,
                      result.last_loss, rate, examples)
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceResult:
+    """One compiled eval/predict call, host side.
+
+    `gathered` leaves are concatenated over the steps run, in input order, with padding rows
+    still present; `mask` marks the real rows and `rows` gives each step's row count, so the
+    host can replay per-step updates (legacy updated metrics once per step).
+    """
+
+    steps_run: int
+    losses: np.ndarray
+    rows: np.ndarray
+    mask: np.ndarray
+    gathered: list[np.ndarray]
+    last: list[np.ndarray]
+
+    def per_step(self) -> list[tuple[list[np.ndarray], np.ndarray]]:
+        """[(leaves of step i, mask of step i)] with the step's rows."""
+        bounds = np.concatenate([[0], np.cumsum(self.rows)]).astype(np.int64)
+        return [([leaf[a:b] for leaf in self.gathered], self.mask[a:b])
+                for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _element_parts(element: Any, padded: bool) -> tuple[Any, Any, Any]:
+    if padded:
+        return element["features"], element.get("labels"), element[inputs_lib.MASK_KEY]
+    features, labels = inputs_lib.split_element(element)
+    return features, labels, None
+
+
+def _rows_of(strategy: tf.distribute.Strategy, mask: Any) -> tf.Tensor:
+    counts = [tf.reduce_sum(tf.cast(m, tf.int32))
+              for m in strategy.experimental_local_results(mask)]
+    return tf.add_n(counts)
+
+
+class InferenceLoop:
+    """An eval or predict step compiled into one function running up to `n` steps per call.
+
+    The step returns `{'loss'?: scalar, 'metrics'?: nest, 'predictions'?: nest,
+    'metric_values'?: nest}`. `metrics` and `predictions` are gathered from every replica
+    (concatenated on axis 0 in replica order, which is input order); `metric_values` are
+    kept per step from the first replica; `loss` is the global-batch loss (row-weighted
+    over replicas when batches are padded). `trace()` traces the step once in a probe, to
+    create its variables and learn its output structure before the loop's accumulators are
+    built; the loop itself traces it once more.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy,
+                 step: Callable[[Any, Any], dict[str, Any]], *, padded: bool) -> None:
+        self._strategy = strategy
+        self._padded = padded
+        self._replica_fn = tf.autograph.experimental.do_not_convert(_with_row_count(step))
+        self._structure: dict[str, Any] = {}
+        self._probe = tf.function(self._probe_fn)
+        self._run_steps = tf.function(self._run_steps_fn)
+
+    def trace(self, iterator: Any) -> dict[str, Any]:
+        """Traces the step (creating its variables) and returns its output TensorSpecs."""
+        if not self._structure:
+            outputs = self._probe.get_concrete_function(iterator).structured_outputs
+            self._structure.update(tf.nest.map_structure(
+                lambda t: tf.TensorSpec(t.shape, t.dtype), outputs))
+        return self._structure
+
+    def __call__(self, iterator: Any, n: int) -> InferenceResult:
+        self.trace(iterator)
+        steps, losses, rows, mask, gathered, last = self._run_steps(iterator, tf.constant(n))
+        return InferenceResult(int(steps), losses.numpy(), rows.numpy(), mask.numpy(),
+                               [g.numpy() for g in gathered], [t.numpy() for t in last])
+
+    def _probe_fn(self, iterator: Any) -> Any:
+        features, labels, mask = _element_parts(next(iterator), self._padded)
+        return self._strategy.experimental_local_results(
+            self._strategy.run(self._replica_fn, args=(features, labels, mask)))[0]
+
+    def _run_steps_fn(self, iterator: Any, n: tf.Tensor) -> Any:
+        strategy, structure = self._strategy, self._structure
+        gather_keys = [k for k in ("metrics", "predictions") if k in structure]
+        gather_specs = [s for k in gather_keys for s in tf.nest.flatten(structure[k])]
+        last_specs = tf.nest.flatten(structure.get("metric_values", {}))
+        gathered = [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
+                    for s in gather_specs]
+        last = [tf.TensorArray(s.dtype, size=0, dynamic_size=True) for s in last_specs]
+        masks = tf.TensorArray(tf.bool, size=0, dynamic_size=True, infer_shape=False)
+        losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        rows = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
+        steps = tf.constant(0, tf.int32)
+        for _ in tf.range(n):
+            optional = iterator.get_next_as_optional()
+            if not optional.has_value():
+                break
+            features, labels, mask = _element_parts(optional.get_value(), self._padded)
+            if self._padded and _rows_of(strategy, mask) == 0:
+                break
+            out = strategy.run(self._replica_fn, args=(features, labels, mask))
+            leaves = [_gather_local(strategy, leaf) for k in gather_keys
+                      for leaf in tf.nest.flatten(out[k], expand_composites=False)]
+            gathered = [ta.write(steps, leaf) for ta, leaf in zip(gathered, leaves)]
+            first = strategy.experimental_local_results(out)[0]
+            last = [ta.write(steps, leaf)
+                    for ta, leaf in zip(last, tf.nest.flatten(first.get("metric_values", {})))]
+            step_mask = _gather_local(strategy, out["mask"])
+            masks = masks.write(steps, step_mask)
+            rows = rows.write(steps, tf.shape(step_mask)[0])
+            if "loss" in structure:
+                total = strategy.reduce(tf.distribute.ReduceOp.SUM, out["loss_sum"], axis=None)
+                count = strategy.reduce(tf.distribute.ReduceOp.SUM, out["rows"], axis=None)
+                losses = losses.write(steps, total / tf.maximum(count, 1.0))
+            steps += 1
+        losses_out = (_stack(losses, steps, tf.TensorShape([])) if "loss" in structure
+                      else tf.zeros([0], tf.float32))
+        return (steps, losses_out,
+                _stack(rows, steps, tf.TensorShape([])),
+                _concat(masks, steps, tf.TensorShape([None])),
+                [_concat(g, steps, s.shape) for g, s in zip(gathered, gather_specs)],
+                [_stack(t, steps, s.shape) for t, s in zip(last, last_specs)])
+
+
+def _gather_local(strategy: tf.distribute.Strategy, value: Any) -> tf.Tensor:
+    """Concatenates a per-replica value's local copies on axis 0, in replica order.
+
+    Copies to the host rather than all-gathering: works for every dtype (collective gather
+    takes only float/int) and costs no collective when only the host needs the rows.
+    """
+    parts = strategy.experimental_local_results(value)
+    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+
+
+def _empty(shape: tf.TensorShape, dtype: tf.DType) -> tf.Tensor:
+    dims = [0] + [d if d is not None else 0 for d in shape.as_list()[1:]] if shape.rank else [0]
+    return tf.zeros(dims, dtype) if dtype != tf.string else tf.fill(dims, "")
+
+
+def _concat(ta: tf.TensorArray, steps: tf.Tensor, shape: tf.TensorShape) -> tf.Tensor:
+    """`ta.concat()`, or an empty batch when no step ran (TensorArrays cannot concat none)."""
+    return tf.cond(steps > 0, ta.concat, lambda: _empty(shape, ta.dtype))
+
+
+def _stack(ta: tf.TensorArray, steps: tf.Tensor, shape: tf.TensorShape) -> tf.Tensor:
+    return tf.cond(steps > 0, ta.stack,
+                   lambda: _empty(tf.TensorShape([None]).concatenate(shape), ta.dtype))
+
+
+def _with_row_count(step: Callable[[Any, Any], dict[str, Any]]) -> Callable[..., Any]:
+    """Adds the replica's real-row count (and row-weighted loss) to the step's outputs."""
+
+    def replica_fn(features: Any, labels: Any, mask: Any) -> dict[str, Any]:
+        out = dict(step(features, labels))
+        if mask is None:
+            rows = tf.shape(tf.nest.flatten(features)[0])[0]
+            mask = tf.ones([rows], tf.bool)
+        out["mask"] = mask
+        out["rows"] = tf.reduce_sum(tf.cast(mask, tf.float32))
+        if "loss" in out:
+            out["loss_sum"] = out["loss"] * out["rows"]
+        return out
+
+    return replica_fn

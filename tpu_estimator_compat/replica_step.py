@@ -74,13 +74,14 @@ class ModelFnCaller:
         params = copy.deepcopy(self.params)
         if batch_size is not None:
             params[BATCH_SIZE_KEY] = batch_size
-        if not export_mode:  # Legacy export passed neither batch_size nor use_tpu.
-            params[USE_TPU_KEY] = self.use_tpu
-        if self.use_tpu and self.context_factory is not None:
+        # Legacy export built a CPU graph: no batch_size, and use_tpu False.
+        params[USE_TPU_KEY] = self.use_tpu and not export_mode
+        if self.use_tpu and not export_mode and self.context_factory is not None:
             params[CONTEXT_KEY] = self.context_factory(mode)
         kwargs["params"] = params
         result = self.model_fn(features=features, **kwargs)
-        spec_lib.validate_spec_type(result, mode)
+        spec_lib.validate_spec_type(
+            result, mode, require_tpu_spec=self.use_tpu and not export_mode)
         return result
 
 
@@ -113,3 +114,110 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
                 return _as_float_loss(spec.loss)
 
     return train_step
+
+
+@dataclasses.dataclass
+class TraceRecord:
+    """What a trace of model_fn told the host about its outputs.
+
+    Filled in while the step is traced (Python runs once per trace); the host reads it to
+    build metric_fn's graph and to name prediction outputs. Replicas trace identical specs.
+    """
+
+    metric_fn: Callable[..., Any] | None = None
+    metric_structure: Any = None
+    metric_op_names: tuple[str, ...] = ()
+    prediction_keys: tuple[str, ...] = ()
+    predictions_are_dict: bool = True
+    spec: Any = None
+
+
+def _check_eval_spec(spec: Any) -> None:
+    if spec.loss is None:
+        raise ValueError(
+            "model_fn returned a spec without `loss` in EVAL mode. Return "
+            "`TPUEstimatorSpec(mode, loss=..., eval_metrics=(metric_fn, tensors))`.")
+    replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+    if getattr(spec, "eval_metric_ops", None) and replicas > 1:
+        raise NotImplementedError(
+            f"EstimatorSpec.eval_metric_ops cannot be evaluated on {replicas} replicas: "
+            "their update ops would count each replica's batch separately. Return "
+            "`TPUEstimatorSpec(eval_metrics=(metric_fn, tensors))`, or evaluate on one "
+            "replica (use_tpu=False or eval_on_tpu=False with no eval_distribute).")
+
+
+def _metric_update_values(eval_metric_ops: dict[str, Any]) -> dict[str, tf.Tensor]:
+    """The value of each (value, update_op) pair after this step's update.
+
+    v1 metrics' update ops return the updated value; for an Operation update the value is
+    read after it.
+    """
+    values = {}
+    for name, (value, update) in eval_metric_ops.items():
+        if isinstance(update, tf.Tensor):
+            values[name] = tf.identity(update)
+        else:
+            with tf.control_dependencies([update]):
+                values[name] = tf.identity(value)
+    return values
+
+
+def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegistry,
+                   global_step: tf.Variable, batch_size: int | None, *, use_tpu: bool,
+                   record: TraceRecord) -> Callable[..., dict[str, Any]]:
+    """Returns `step(features, labels) -> {loss, metrics, metric_values}` for EVAL.
+
+    `metrics` are the `eval_metrics` tensors for the host; `metric_values` the values of an
+    EstimatorSpec's `eval_metric_ops` after this step's update (CPU path only).
+    """
+
+    def eval_step(features: Any, labels: Any) -> dict[str, Any]:
+        with variables_lib.replica_scope(registry, global_step):
+            spec = caller(features, labels, ModeKeys.EVAL, batch_size)
+            _check_eval_spec(spec)
+            outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
+            eval_metrics = getattr(spec, "eval_metrics", None)
+            if eval_metrics is not None:
+                spec_lib.check_eval_metrics_tensors_have_batch_dim(eval_metrics)
+                record.metric_fn, record.metric_structure = eval_metrics[0], eval_metrics[1]
+                outputs["metrics"] = tf.nest.map_structure(tf.convert_to_tensor,
+                                                           eval_metrics[1])
+            metric_ops = getattr(spec, "eval_metric_ops", None)
+            if metric_ops:
+                record.metric_op_names = tuple(sorted(metric_ops))
+                outputs["metric_values"] = _metric_update_values(metric_ops)
+            return outputs
+
+    return eval_step
+
+
+def _check_predictions(predictions: Any) -> dict[str, tf.Tensor]:
+    if predictions is None:
+        raise ValueError("model_fn returned a spec without `predictions` in PREDICT mode.")
+    if not isinstance(predictions, dict):
+        predictions = {"": predictions}  # Legacy yielded the bare value per example.
+    for key, tensor in predictions.items():
+        tensor = tf.convert_to_tensor(tensor)
+        if tensor.shape.rank == 0:
+            raise ValueError(
+                "The estimator_spec.predictions must have batch dimension for every "
+                f"tensor; `{key or 'predictions'}` is a scalar with shape "
+                f"{tensor.shape}. Return one row per example, e.g. "
+                "`tf.argmax(logits, axis=1)`.")
+    return {k: tf.convert_to_tensor(v) for k, v in predictions.items()}
+
+
+def make_predict_step(caller: ModelFnCaller, registry: variables_lib.VariableRegistry,
+                      global_step: tf.Variable, batch_size: int | None, *,
+                      record: TraceRecord) -> Callable[..., dict[str, Any]]:
+    """Returns `step(features, labels) -> {predictions}` for PREDICT."""
+
+    def predict_step(features: Any, labels: Any) -> dict[str, Any]:
+        with variables_lib.replica_scope(registry, global_step):
+            spec = caller(features, labels, ModeKeys.PREDICT, batch_size)
+            record.predictions_are_dict = isinstance(spec.predictions, dict)
+            predictions = _check_predictions(spec.predictions)
+            record.prediction_keys = tuple(sorted(predictions))  # tf.nest.flatten order.
+            return {"predictions": predictions}
+
+    return predict_step

@@ -64,14 +64,27 @@ class VariableRegistry:
         self._names: dict[int, str] = {}
         self._local = threading.local()
         self._step_prefix = ""
+        self._local_init: dict[str, Any] = {}
 
     # ----------------------------------------------------------------------------------
     # Public queries.
 
     def by_name(self) -> dict[str, tf.Variable]:
-        """Returns {v1 name: variable} in creation order."""
+        """Returns {v1 name: variable} for the global variables, in creation order.
+
+        Local variables (metric accumulators) are left out, as a TF1 Saver left them out.
+        """
         with self._lock:
-            return dict(self._by_name)
+            return {name: v for name, v in self._by_name.items() if name not in self._local_init}
+
+    def reset_local_variables(self) -> None:
+        """Re-initialises every local variable, as `local_variables_initializer` did.
+
+        Metric accumulators of `tf.compat.v1.metrics` start from zero at every evaluate.
+        """
+        with self._lock:
+            for name, value in self._local_init.items():
+                self._by_name[name].assign(value)
 
     def name_of(self, variable: Any) -> str | None:
         """The v1 name under which `variable` was registered, if any."""
@@ -159,6 +172,8 @@ class VariableRegistry:
                     self._local.creating = False
                 self._by_name[name] = variable
                 self._names[id(variable)] = name
+                if _is_local(kwargs):
+                    self._local_init[name] = _initial_value_of(variable)
             else:
                 _check_compatible(name, variable, kwargs)
         _register_in_collections(variable, kwargs)
@@ -186,6 +201,18 @@ class VariableRegistry:
         kwargs["experimental_enable_variable_lifting"] = False
         with tf.init_scope(), tf.name_scope(""):  # `name` is already the full v1 name.
             return next_creator(**kwargs)
+
+
+_LOCAL_COLLECTIONS = (_v1.GraphKeys.LOCAL_VARIABLES, _v1.GraphKeys.METRIC_VARIABLES)
+
+
+def _is_local(kwargs: dict[str, Any]) -> bool:
+    return any(key in _LOCAL_COLLECTIONS for key in (kwargs.get("collections") or ()))
+
+
+def _initial_value_of(variable: tf.Variable) -> Any:
+    with tf.init_scope():
+        return tf.convert_to_tensor(variable).numpy()
 
 
 def _is_eager_tensor(value: Any) -> bool:

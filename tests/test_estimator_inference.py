@@ -1,0 +1,234 @@
+"""TPUEstimator.evaluate / predict / export_saved_model end to end, on 1 and 8 replicas.
+
+Metrics are checked against numpy over the very same weights (read from the checkpoint with
+TensorFlow's reader); events are read back with TensorFlow's summary iterator; SavedModels
+are loaded in a fresh process that never imports the shim.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import models
+from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
+                                  TPUEstimatorSpec)
+from tpu_estimator_compat import export as export_lib
+
+v1 = tf.compat.v1
+N_EVAL = 300  # Not a multiple of the global batch (64): the last batch is partial.
+
+
+def make_estimator(model_dir, strategy, model_fn=models.linear_full_model_fn, *, ipl=3,
+                   use_tpu=True, eval_on_tpu=True, batch=64):
+    config = RunConfig(model_dir=str(model_dir), train_distribute=strategy,
+                       eval_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=ipl))
+    return TPUEstimator(model_fn=model_fn, config=config, use_tpu=use_tpu,
+                        eval_on_tpu=eval_on_tpu, train_batch_size=batch,
+                        eval_batch_size=batch, predict_batch_size=batch)
+
+
+def eval_input_fn(n=N_EVAL, with_labels=True):
+    def input_fn(params):
+        x, y = models.digits(n, flat=True)
+        data = (x, y) if with_labels else x
+        return tf.data.Dataset.from_tensor_slices(data).batch(params["batch_size"])
+    return input_fn
+
+
+def numpy_logits(est, n=N_EVAL):
+    x, y = models.digits(n, flat=True)
+    reader = tf.train.load_checkpoint(est.latest_checkpoint())
+    return x @ reader.get_tensor("w") + reader.get_tensor("b"), y
+
+
+@pytest.fixture
+def trained(tmp_path, strategy):
+    est = make_estimator(tmp_path, strategy)
+    est.train(models.digits_input_fn(512, flat=True), max_steps=7)
+    return est
+
+
+def test_evaluate_accuracy_equals_numpy_exactly(trained):
+    results = trained.evaluate(eval_input_fn())
+    logits, y = numpy_logits(trained)
+    assert sorted(results) == ["accuracy", "global_step", "loss"]
+    assert isinstance(results["accuracy"], np.float32)
+    assert isinstance(results["loss"], np.float32)
+    assert isinstance(results["global_step"], np.int64)
+    assert results["global_step"] == 7
+    # Exact: every one of the 300 examples counted once (np.float32 of the same ratio).
+    assert results["accuracy"] == np.float32(np.sum(np.argmax(logits, 1) == y) / N_EVAL)
+
+
+def test_evaluate_steps_and_repeatability(trained):
+    """`steps` limits the batches; metric variables reset between evaluate calls."""
+    two = trained.evaluate(eval_input_fn(), steps=2)
+    logits, y = numpy_logits(trained, 128)
+    assert two["accuracy"] == np.float32(np.sum(np.argmax(logits, 1) == y) / 128)
+    assert trained.evaluate(eval_input_fn(), steps=2) == two
+
+
+def test_evaluate_loss_is_mean_of_step_losses_on_one_replica(tmp_path):
+    from conftest import make_strategy
+
+    est = make_estimator(tmp_path, make_strategy("default"))
+    est.train(models.digits_input_fn(512, flat=True), max_steps=3)
+    results = est.evaluate(eval_input_fn())
+    logits, y = numpy_logits(est)
+    shifted = logits - logits.max(1, keepdims=True)
+    per_example = np.log(np.exp(shifted).sum(1)) - shifted[np.arange(len(y)), y]
+    step_losses = [per_example[i:i + 64].mean() for i in range(0, N_EVAL, 64)]
+    np.testing.assert_allclose(results["loss"], np.mean(step_losses), rtol=1e-5)
+
+
+def test_eval_events_written_and_read_back(trained):
+    results = trained.evaluate(eval_input_fn(), name="holdout")
+    files = glob.glob(os.path.join(trained.model_dir, "eval_holdout", "events.out.tfevents.*"))
+    assert len(files) == 1
+    seen = {}
+    for event in tf.compat.v1.train.summary_iterator(files[0]):
+        for value in event.summary.value:
+            seen[value.tag] = (event.step, value)
+    assert seen["accuracy"][0] == 7
+    assert seen["accuracy"][1].simple_value == pytest.approx(float(results["accuracy"]))
+    assert seen["loss"][1].simple_value == pytest.approx(float(results["loss"]))
+    assert seen["checkpoint_path"][1].metadata.plugin_data.plugin_name == "text"
+    assert "global_step" not in seen
+
+
+def test_predict_every_example_once_in_order(trained):
+    logits, _ = numpy_logits(trained)
+    predictions = list(trained.predict(eval_input_fn(with_labels=False)))
+    assert len(predictions) == N_EVAL
+    assert sorted(predictions[0]) == ["class_ids", "logits", "probabilities"]
+    np.testing.assert_allclose(np.stack([p["logits"] for p in predictions]), logits,
+                               rtol=1e-5, atol=1e-5)
+    assert [int(p["class_ids"]) for p in predictions] == list(np.argmax(logits, 1))
+
+
+def test_predict_keys_and_batches(trained):
+    batches = list(trained.predict(eval_input_fn(with_labels=False),
+                                   predict_keys=["class_ids"], yield_single_examples=False))
+    assert [sorted(b) for b in batches] == [["class_ids"]] * len(batches)
+    assert sum(len(b["class_ids"]) for b in batches) == N_EVAL
+    with pytest.raises(ValueError, match=r"Expected to run at least one output from"):
+        next(trained.predict(eval_input_fn(with_labels=False), predict_keys=["nope"]))
+
+
+def test_predict_rejects_scalar_predictions(tmp_path, strategy):
+    def model_fn(features, labels, mode, params):
+        w = v1.get_variable("w", [64, 10])
+        return TPUEstimatorSpec(mode, predictions={"total": tf.reduce_sum(features @ w)})
+
+    est = make_estimator(tmp_path, strategy, model_fn)
+    with pytest.raises(ValueError, match=r"must have batch dimension"):
+        next(est.predict(eval_input_fn(with_labels=False)))
+
+
+def test_predict_non_dict_rejected_on_tpu_path(tmp_path, strategy):
+    def model_fn(features, labels, mode, params):
+        return TPUEstimatorSpec(mode, predictions=features @ v1.get_variable("w", [64, 2]))
+
+    est = make_estimator(tmp_path, strategy, model_fn)
+    with pytest.raises(TypeError, match=r"predictions must be dict of Tensors"):
+        next(est.predict(eval_input_fn(with_labels=False)))
+
+
+def test_scalar_in_eval_metrics_raises_legacy_error(tmp_path, strategy):
+    def model_fn(features, labels, mode, params):
+        spec = models.linear_full_model_fn(features, labels, mode, params)
+        if mode != "eval":
+            return spec
+        return TPUEstimatorSpec(mode, loss=spec.loss,
+                                eval_metrics=(lambda l: {"m": v1.metrics.mean(l)}, [spec.loss]))
+
+    est = make_estimator(tmp_path, strategy, model_fn)
+    with pytest.raises(RuntimeError, match=r"should preserve batch size dimension"):
+        est.evaluate(eval_input_fn())
+
+
+def test_dict_eval_metrics_called_by_keyword(trained):
+    def model_fn(features, labels, mode, params):
+        spec = models.linear_full_model_fn(features, labels, mode, params)
+        if mode != "eval":
+            return spec
+        logits = spec.eval_metrics[1][1]
+
+        def metric_fn(logits, labels):
+            return {"acc": v1.metrics.accuracy(labels, tf.argmax(logits, 1))}
+
+        return TPUEstimatorSpec(mode, loss=spec.loss,
+                                eval_metrics=(metric_fn, {"labels": labels, "logits": logits}))
+
+    est = TPUEstimator(model_fn=model_fn, config=trained.config, train_batch_size=64,
+                       eval_batch_size=64)
+    results = est.evaluate(eval_input_fn())
+    logits, y = numpy_logits(est)
+    assert results["acc"] == np.float32(np.sum(np.argmax(logits, 1) == y) / N_EVAL)
+
+
+def test_estimator_spec_eval_metric_ops_on_cpu(tmp_path):
+    """A plain EstimatorSpec with eval_metric_ops is accepted with use_tpu=False."""
+
+    def model_fn(features, labels, mode, params):
+        spec = models.linear_full_model_fn(features, labels, mode, params)
+        if mode != "eval":
+            return spec
+        logits = spec.eval_metrics[1][1]
+        return EstimatorSpec(mode, loss=spec.loss, eval_metric_ops={
+            "accuracy": v1.metrics.accuracy(labels, tf.argmax(logits, 1))})
+
+    est = make_estimator(tmp_path, None, model_fn, use_tpu=False)
+    est.train(models.digits_input_fn(512, flat=True), max_steps=4)
+    results = est.evaluate(eval_input_fn())
+    logits, y = numpy_logits(est)
+    assert results["accuracy"] == np.float32(np.sum(np.argmax(logits, 1) == y) / N_EVAL)
+    assert est.evaluate(eval_input_fn()) == results  # Local variables reset per call.
+
+
+def test_estimator_spec_rejected_for_tpu_evaluation(tmp_path, strategy):
+    def model_fn(features, labels, mode, params):
+        spec = models.linear_full_model_fn(features, labels, mode, params)
+        return spec if mode != "eval" else EstimatorSpec(mode, loss=spec.loss)
+
+    est = make_estimator(tmp_path, strategy, model_fn)
+    with pytest.raises(RuntimeError, match=r"must have type `TPUEstimatorSpec`"):
+        est.evaluate(eval_input_fn())
+
+
+def test_export_round_trips_in_fresh_process(trained, tmp_path):
+    receiver = export_lib.build_raw_serving_input_receiver_fn(
+        {"x": tf.TensorSpec([None, 64], tf.float32)})
+
+    def model_fn_features(features, labels, mode, params):
+        if isinstance(features, dict):
+            features = features["x"]
+        return models.linear_full_model_fn(features, labels, mode, params)
+
+    est = TPUEstimator(model_fn=model_fn_features, config=trained.config, train_batch_size=64,
+                       predict_batch_size=64)
+    export_dir = est.export_saved_model(str(tmp_path / "export"), receiver).decode()
+    assert os.path.dirname(export_dir) == str(tmp_path / "export")
+    x, _ = models.digits(20, flat=True)
+    expected = np.stack([p["logits"] for p in est.predict(
+        lambda params: tf.data.Dataset.from_tensor_slices(x).batch(params["batch_size"]))])
+    np.save(tmp_path / "x.npy", x)
+    script = (
+        "import json, sys, numpy as np, tensorflow as tf\n"
+        f"m = tf.saved_model.load({export_dir!r})\n"
+        f"x = np.load({str(tmp_path / 'x.npy')!r})\n"
+        "out = m.signatures['serving_default'](x=tf.constant(x))\n"
+        "print(json.dumps({'logits': out['logits'].numpy().tolist(),"
+        " 'shim': any(k.startswith('tpu_estimator_compat') for k in sys.modules)}))\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                               env=env, timeout=120, check=True)
+    loaded = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert loaded["shim"] is False
+    np.testing.assert_allclose(np.array(loaded["logits"]), expected, rtol=1e-5, atol=1e-5)

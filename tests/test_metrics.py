@@ -1,0 +1,278 @@
+"""Tests for tpu_estimator_compat.metrics: host-side metric_fn evaluation and the eval dict."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tpu_estimator_compat import metrics as metrics_lib
+from tpu_estimator_compat.metrics import HostMetrics, MeanLoss, finalize_eval_dict
+
+NUM_CLASSES = 10
+# Uneven sizes, a zero-row batch and a total (1000) that 128 does not divide.
+BATCH_SIZES = [128, 128, 7, 0, 100, 1, 128, 128, 128, 128, 124]
+
+
+def _mnist_specs():
+    return [tf.TensorSpec([None], tf.int32), tf.TensorSpec([None, NUM_CLASSES], tf.float32)]
+
+
+def _mnist_batches(seed=0, sizes=BATCH_SIZES):
+    rng = np.random.default_rng(seed)
+    return [[rng.integers(0, NUM_CLASSES, size=n).astype(np.int32),
+             rng.normal(size=(n, NUM_CLASSES)).astype(np.float32)] for n in sizes]
+
+
+def _accuracy_metric_fn(labels, logits):
+    return {"accuracy": tf.compat.v1.metrics.accuracy(labels, tf.argmax(logits, 1))}
+
+
+def _numpy_accuracy(batches):
+    labels = np.concatenate([b[0] for b in batches])
+    logits = np.concatenate([b[1] for b in batches])
+    correct = np.sum(np.argmax(logits, 1) == labels)
+    return np.float32(correct) / np.float32(len(labels))
+
+
+def _run(host, batches):
+    host.reset()
+    for batch in batches:
+        host.update(batch)
+    return host.result()
+
+
+def test_accuracy_over_uneven_batches_equals_numpy_exactly():
+    batches = _mnist_batches()
+    with HostMetrics(_accuracy_metric_fn, ["labels", "logits"], _mnist_specs()) as host:
+        result = _run(host, batches)
+    assert set(result) == {"accuracy"}
+    assert result["accuracy"] == _numpy_accuracy(batches)
+    assert type(result["accuracy"]) is np.float32
+
+
+def test_dict_tensors_call_metric_fn_by_keyword():
+    seen = {}
+
+    def metric_fn(labels, logits):
+        seen["labels"], seen["logits"] = labels, logits
+        return _accuracy_metric_fn(labels, logits)
+
+    specs = dict(zip(["labels", "logits"], _mnist_specs()))
+    # Key order differs from metric_fn's argument order: only keywords can bind these.
+    structure = {"logits": None, "labels": None}
+    batches = [{"labels": b[0], "logits": b[1]} for b in _mnist_batches(1)]
+    with HostMetrics(metric_fn, structure, specs) as host:
+        result = _run(host, batches)
+    assert seen["labels"].dtype == tf.int32 and seen["logits"].shape.as_list() == [None, 10]
+    assert result["accuracy"] == _numpy_accuracy([[b["labels"], b["logits"]] for b in batches])
+
+
+def test_positional_list_keeps_order_and_tuple_batches_are_accepted():
+    def metric_fn(logits, labels):  # Reversed names: binding is by position only.
+        return _accuracy_metric_fn(logits, labels)
+
+    batches = _mnist_batches(2)
+    with HostMetrics(metric_fn, ("a", "b"), tuple(_mnist_specs())) as host:
+        result = _run(host, [tuple(b) for b in batches])
+    assert result["accuracy"] == _numpy_accuracy(batches)
+
+
+def test_weighted_mean_recall_and_auc():
+    rng = np.random.default_rng(3)
+    sizes = [64, 17, 128, 0, 91]
+    data = [(rng.normal(size=n).astype(np.float32), rng.uniform(size=n).astype(np.float32),
+             rng.integers(0, 2, size=n).astype(np.int64), rng.uniform(size=n).astype(np.float32))
+            for n in sizes]
+
+    def metric_fn(values, weights, labels, probs):
+        return {
+                "wmean": tf.compat.v1.metrics.mean(values, weights),
+                "recall": tf.compat.v1.metrics.recall(labels, probs > 0.5),
+                "auc": tf.compat.v1.metrics.auc(labels, probs),
+        }
+
+    specs = [tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.float32),
+             tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.float32)]
+    with HostMetrics(metric_fn, [0, 1, 2, 3], specs) as host:
+        result = _run(host, [list(d) for d in data])
+        assert host.names == ["auc", "recall", "wmean"]
+
+    values, weights, labels, probs = (np.concatenate(c) for c in zip(*data))
+    np.testing.assert_allclose(result["wmean"], np.sum(values * weights) / np.sum(weights),
+                               rtol=1e-5)
+    tp = np.sum((probs > 0.5) & (labels == 1))
+    fn = np.sum((probs <= 0.5) & (labels == 1))
+    assert result["recall"] == np.float32(tp) / np.float32(tp + fn)
+
+    # Streaming AUC must equal the one-shot AUC over all rows: the counts are integer sums.
+    with tf.Graph().as_default() as graph:
+        auc, update = tf.compat.v1.metrics.auc(tf.constant(labels), tf.constant(probs))
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.local_variables_initializer())
+            sess.run(update)
+            assert result["auc"] == sess.run(auc)
+    assert 0.4 < result["auc"] < 0.6  # Random labels.
+
+
+def test_reset_restarts_metrics_between_evaluations():
+    def metric_fn(labels, logits):
+        rows = tf.compat.v1.Variable(
+                0, dtype=tf.int64, trainable=False, name="rows",
+                collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+        ops = _accuracy_metric_fn(labels, logits)
+        ops["rows"] = (rows.read_value(),
+                       rows.assign_add(tf.shape(labels, out_type=tf.int64)[0]))
+        return ops
+
+    first, second = _mnist_batches(4), _mnist_batches(5, sizes=[50, 3])
+    with HostMetrics(metric_fn, [0, 1], _mnist_specs()) as host:
+        assert host.result()["rows"] == 0
+        r1 = _run(host, first)
+        r2 = _run(host, second)
+        again = _run(host, first)
+    assert r1["rows"] == sum(BATCH_SIZES) and r2["rows"] == 53
+    assert r2["accuracy"] == _numpy_accuracy(second)
+    assert again == r1
+    assert type(r1["rows"]) is np.int64 and type(r1["accuracy"]) is np.float32
+
+
+def test_tf_keras_metric_objects_are_supported():
+    def metric_fn(values):
+        mean = tf.keras.metrics.Mean(name="kmean")
+        mean.update_state(values)
+        return {"kmean": mean, "v1mean": tf.compat.v1.metrics.mean(values)}
+
+    batches = [[np.arange(n, dtype=np.float32)] for n in (4, 0, 9)]
+    with HostMetrics(metric_fn, [0], [tf.TensorSpec([None], tf.float32)]) as host:
+        r1 = _run(host, batches)
+        r2 = _run(host, batches[:1])
+    assert r1["kmean"] == r1["v1mean"] == np.float32(42.0) / np.float32(13.0)
+    assert r2["kmean"] == np.float32(1.5)
+
+
+def test_keras_metric_without_update_state_raises_legacy_error():
+    def metric_fn(values):
+        return {"m": tf.keras.metrics.Mean(name="never_updated")}
+
+    with pytest.raises(ValueError, match=r'Please call update_state\(\.\.\.\) on the '
+                                         r'"never_updated" metric'):
+        HostMetrics(metric_fn, [0], [tf.TensorSpec([None], tf.float32)])
+
+
+@pytest.mark.parametrize("bad", ["tensor", "list", "triple"])
+def test_metric_fn_returning_non_pair_raises_clear_error(bad):
+    def metric_fn(labels, logits):
+        value, update = tf.compat.v1.metrics.accuracy(labels, tf.argmax(logits, 1))
+        return {"acc": {"tensor": value, "list": [value, update],
+                        "triple": (value, update, update)}[bad]}
+
+    with pytest.raises(TypeError, match=r"Values of eval_metric_ops must be \(metric_value, "
+                                        r"update_op\) tuples, given: .* for key: acc"):
+        HostMetrics(metric_fn, [0, 1], _mnist_specs())
+
+
+def test_metric_fn_returning_non_dict_or_non_tensors_raises():
+    with pytest.raises(TypeError, match="eval_metric_ops must be a dict, given"):
+        HostMetrics(lambda labels, logits: [labels], [0, 1], _mnist_specs())
+    with pytest.raises(TypeError, match="tuples of Tensors or Operations, given.*key: x"):
+        HostMetrics(lambda labels, logits: {"x": (1.0, 2.0)}, [0, 1], _mnist_specs())
+
+
+def test_metric_fn_must_build_metrics_in_the_host_graph():
+    outside = tf.Graph()
+    with outside.as_default():
+        captured = tf.constant(1.0)
+    with pytest.raises(ValueError, match='"x: Const:0" must be from the default graph'):
+        HostMetrics(lambda labels, logits: {"x": (captured, captured.op)}, [0, 1],
+                    _mnist_specs())
+
+
+def test_metric_fn_none_means_no_metrics():
+    with HostMetrics(lambda labels, logits: None, [0, 1], _mnist_specs()) as host:
+        host.update(_mnist_batches()[0])
+        assert host.result() == {}
+
+
+@pytest.mark.parametrize("name,pattern", [
+        ("loss", 'Metric with name "loss" is not allowed'),
+        ("global_step", "Metric with name `global_step` is not allowed"),
+])
+def test_reserved_metric_names_raise_legacy_error(name, pattern):
+    def metric_fn(labels, logits):
+        return {name: tf.compat.v1.metrics.accuracy(labels, tf.argmax(logits, 1))}
+
+    with pytest.raises(ValueError, match=pattern):
+        HostMetrics(metric_fn, [0, 1], _mnist_specs())
+    with pytest.raises(ValueError, match=pattern):
+        finalize_eval_dict({name: np.float32(1.0)}, np.float32(0.5), 3)
+
+
+def test_structure_and_spec_errors():
+    with pytest.raises(ValueError, match=r"eval_metrics\[1\] should be tuple or list, or dict"):
+        HostMetrics(_accuracy_metric_fn, "labels", _mnist_specs())
+    with pytest.raises(ValueError, match="`specs` must match the structure"):
+        HostMetrics(_accuracy_metric_fn, [0, 1], _mnist_specs()[:1])
+    with pytest.raises(RuntimeError, match="should preserve batch size dimension, but got "
+                                           r"scalar .* at eval_metrics\[1\]\[0\]"):
+        HostMetrics(_accuracy_metric_fn, [0, 1], [tf.TensorSpec([], tf.int32),
+                                                  _mnist_specs()[1]])
+
+
+def test_batch_errors_name_the_offending_tensor():
+    labels, logits = _mnist_batches(sizes=[8])[0]
+    with HostMetrics(_accuracy_metric_fn, {"labels": 0, "logits": 1},
+                     dict(zip(["labels", "logits"], _mnist_specs()))) as host:
+        with pytest.raises(ValueError, match="`batch` must match the structure"):
+            host.update([labels, logits])
+        with pytest.raises(ValueError, match=r"`batch`\['logits'\] has shape \(8, 3\)"):
+            host.update({"labels": labels, "logits": logits[:, :3]})
+        with pytest.raises(ValueError, match=r"`batch`\['labels'\] has dtype float32"):
+            host.update({"labels": labels.astype(np.float32), "logits": logits})
+        # Same-kind casts (what np.asarray gives for Python ints/floats) are fine.
+        host.update({"labels": labels.astype(np.int64), "logits": logits.astype(np.float64)})
+        assert host.result()["accuracy"] == _numpy_accuracy([[labels, logits]])
+    with pytest.raises(RuntimeError, match="HostMetrics is closed"):
+        host.update({"labels": labels, "logits": logits})
+    host.close()  # Idempotent.
+
+
+def test_mean_loss_matches_float32_metrics_mean_bit_for_bit():
+    rng = np.random.default_rng(6)
+    losses = (rng.lognormal(size=997) * 3.3).astype(np.float32)
+    mean_loss = MeanLoss()
+    assert mean_loss.result() == np.float32(0.0)
+    for loss in losses:
+        mean_loss.update(float(loss))
+    result = mean_loss.result()
+
+    total, count = np.float32(0), np.float32(0)
+    for loss in losses:
+        total, count = np.float32(total + loss), np.float32(count + 1)
+    assert type(result) is np.float32 and result == total / count
+
+    with tf.Graph().as_default() as graph:
+        step_loss = tf.compat.v1.placeholder(tf.float32, [])
+        value, update = tf.compat.v1.metrics.mean(step_loss)
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.local_variables_initializer())
+            run_update = sess.make_callable(update, feed_list=[step_loss])
+            for loss in losses:
+                run_update(loss)
+            assert result == sess.run(value)
+
+    mean_loss.reset()
+    mean_loss.update(np.array([2.0]))
+    assert mean_loss.result() == np.float32(2.0)
+    with pytest.raises(ValueError, match="`step_loss` must be a single value"):
+        mean_loss.update(np.ones(2))
+
+
+def test_finalize_eval_dict_has_legacy_keys_order_and_dtypes():
+    mean_loss = MeanLoss()
+    mean_loss.update(1.0)
+    mean_loss.update(2.0)
+    result = finalize_eval_dict({"zeta": np.float32(0.5), "accuracy": np.float32(0.25)},
+                                mean_loss, 1200)
+    assert list(result) == ["accuracy", "loss", "zeta", "global_step"]
+    assert result["loss"] == np.float32(1.5) and type(result["loss"]) is np.float32
+    assert result["global_step"] == 1200 and type(result["global_step"]) is np.int64
+    assert finalize_eval_dict({}, 0.25, 0) == {"loss": np.float32(0.25), "global_step": 0}
+    assert metrics_lib.LOSS_KEY == "loss"

@@ -1,0 +1,377 @@
+"""Host-side evaluation of `eval_metrics=(metric_fn, tensors)` over gathered numpy batches.
+
+Legacy TPUEstimator shipped the `eval_metrics` tensors off the device every step, concatenated
+the replicas' pieces along axis 0 and ran `metric_fn`'s update ops on the host; at the end of
+evaluation it read the metric values and added the `loss` (mean of the step losses) and
+`global_step` entries. This module owns exactly that host half: `HostMetrics` builds
+`metric_fn` once in a private v1 graph fed by placeholders (so `tf.compat.v1.metrics.*` keep
+their graph-mode semantics and local variables), `MeanLoss` reproduces the float32 arithmetic
+of the legacy `loss` metric, and `finalize_eval_dict` assembles the dict `evaluate()` returned.
+
+It must not know about strategies, replicas, loops, checkpoints or model_fns: callers hand it
+already-gathered numpy batches and plain step losses.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+LOSS_KEY = "loss"
+GLOBAL_STEP_KEY = "global_step"
+
+
+def _check_reserved_names(names: Any) -> None:
+    """Raises legacy Estimator's errors for metric names it reserved for itself."""
+    # Legacy raised both while building the eval graph, before any step ran.
+    if LOSS_KEY in names:
+        raise ValueError(
+                'Metric with name "%s" is not allowed, because Estimator ' % LOSS_KEY +
+                "already defines a default metric with the same name. Rename the metric "
+                "returned by metric_fn.")
+    if GLOBAL_STEP_KEY in names:
+        raise ValueError(
+                "Metric with name `global_step` is not allowed, because Estimator "
+                "already defines a default metric with the same name. Rename the metric "
+                "returned by metric_fn.")
+
+
+def _is_keras_metric(value: Any) -> bool:
+    # Duck-typed so neither Keras 2 nor Keras 3 has to be importable here.
+    return all(callable(getattr(value, name, None)) for name in ("update_state", "result")) \
+        and hasattr(value, "variables")
+
+
+def _is_graph_element(value: Any) -> bool:
+    return tf.is_tensor(value) or isinstance(value, (tf.Variable, tf.Operation))
+
+
+def _placeholder_name(path: Any) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.\-/]", "_", "_".join(str(p) for p in path)) or "tensor"
+    return "eval_metrics/" + (name if name[0].isalnum() or name[0] == "." else "t" + name)
+
+
+class HostMetrics:
+    """Runs a legacy `metric_fn` on the host over a stream of gathered numpy batches.
+
+    The graph, placeholders, metric ops and session are built once in `__init__`; each
+    `update` is then a single pre-compiled session call, so per-batch cost stays at feeding
+    the arrays. `metric_fn` is called exactly as legacy's outfeed host call did: positionally
+    when `structure` is a list/tuple, by keyword when it is a dict.
+
+    Attributes:
+        names: The metric names, sorted (legacy sorted them to keep the graph stable).
+    """
+
+    def __init__(self, metric_fn: Callable[..., Any], structure: Any, specs: Any) -> None:
+        """Builds the metric graph and session.
+
+        Args:
+            metric_fn: `eval_metrics[0]`: returns a dict of name -> `(value, update_op)`
+                (e.g. `tf.compat.v1.metrics.accuracy(...)`) or tf-keras `Metric` objects on
+                which `update_state` was called.
+            structure: `eval_metrics[1]`, the user's list/tuple/dict of tensors; only its
+                container type and keys are used.
+            specs: A nest matching `structure` of `tf.TensorSpec`s with the full tensor
+                shape, axis 0 being the batch axis (its size is ignored), e.g.
+                `tf.nest.map_structure(tf.TensorSpec.from_tensor, structure)`.
+
+        Raises:
+            ValueError: If `structure` is not a list/tuple/dict, `specs` does not match it,
+                a metric name is 'loss' or 'global_step', a Metric object was never
+                updated, or a metric tensor comes from another graph.
+            RuntimeError: If a spec is scalar (it has no batch axis to concatenate).
+            TypeError: If `metric_fn` returns neither None nor a dict of `(value, update_op)`
+                tuples of Tensors/Operations or Metric objects.
+        """
+        if not isinstance(structure, (tuple, list, dict)):
+            raise ValueError(
+                    "eval_metrics[1] should be tuple or list, or dict, given: {!r}. Pass the "
+                    "`tensors` of `eval_metrics=(metric_fn, tensors)` as `structure`."
+                    .format(structure))
+        try:
+            _assert_same_structure(structure, specs)
+        except (ValueError, TypeError) as e:
+            raise ValueError(
+                    "`specs` must match the structure of the eval_metrics tensors, given "
+                    "specs {!r} for tensors {!r} ({}). Build them with "
+                    "tf.nest.map_structure(tf.TensorSpec.from_tensor, tensors)."
+                    .format(specs, structure, e)) from e
+        self._structure = structure
+        paths_and_specs = _flatten_with_paths(specs)
+        self._graph = tf.Graph()
+        self._session: tf.compat.v1.Session | None = None
+        with self._graph.as_default(), tf.device("/device:CPU:0"):
+            placeholders = []
+            self._dtypes: list[np.dtype] = []
+            self._shapes: list[tuple | None] = []
+            for path, spec in paths_and_specs:
+                shape = tf.TensorShape(spec.shape)
+                if shape.rank == 0:
+                    raise RuntimeError(
+                            "All tensors outfed from TPU should preserve batch size "
+                            "dimension, but got scalar {} at eval_metrics[1]{}. Give it a "
+                            "leading batch axis, e.g. tf.reshape(x, [1]).".format(
+                                    spec, "".join("[{!r}]".format(p) for p in path)))
+                if shape.rank is not None:
+                    shape = tf.TensorShape([None]).concatenate(shape[1:])
+                dtype = tf.as_dtype(spec.dtype)
+                placeholders.append(tf.compat.v1.placeholder(
+                        dtype, shape, name=_placeholder_name(path)))
+                self._dtypes.append(np.dtype(dtype.as_numpy_dtype))
+                self._shapes.append(None if shape.rank is None else tuple(shape.as_list()))
+            self._paths = [path for path, _ in paths_and_specs]
+            args = tf.nest.pack_sequence_as(structure, placeholders)
+            metric_ops = self._call_metric_fn(metric_fn, args)
+            value_ops, update_ops, keras_variables = self._validate(metric_ops)
+            self.names: list[str] = sorted(value_ops)
+            update_op = tf.group(*[update_ops[name] for name in self.names])
+            reset_op = tf.group(tf.compat.v1.local_variables_initializer(),
+                                tf.compat.v1.variables_initializer(keras_variables))
+            global_variables = tf.compat.v1.global_variables()
+            global_init = tf.compat.v1.variables_initializer(global_variables)
+        self._graph.finalize()
+        # The metric ops are tiny: one inter-op thread halves a step's latency. A per-session
+        # pool keeps that choice from sizing the process-wide pool other sessions share.
+        self._session = tf.compat.v1.Session(
+                graph=self._graph,
+                config=tf.compat.v1.ConfigProto(allow_soft_placement=True,
+                                                inter_op_parallelism_threads=1,
+                                                use_per_session_threads=True))
+        if global_variables:
+            # Nothing restores them here; legacy would have read them from the checkpoint.
+            logging.warning(
+                    "metric_fn created global variables %s; they are initialised from their "
+                    "initializers on the host, not restored from a checkpoint.",
+                    [v.name for v in global_variables])
+            self._session.run(global_init)
+        self._run_update = self._session.make_callable(update_op, feed_list=placeholders)
+        self._run_values = self._session.make_callable(
+                {name: value_ops[name] for name in self.names})
+        self._run_reset = self._session.make_callable(reset_op)
+        self.reset()
+        logging.info("Built host eval metrics: %s", ", ".join(self.names) or "(none)")
+
+    @staticmethod
+    def _call_metric_fn(metric_fn: Callable[..., Any], args: Any) -> Any:
+        if isinstance(args, dict):
+            try:
+                return metric_fn(**args)
+            except TypeError as e:
+                logging.warning(
+                        "Exception while calling %s: %s. It is likely the tensors (%s[1]) do "
+                        "not match the function's arguments", "eval_metrics", e, "eval_metrics")
+                raise
+        return metric_fn(*args)
+
+    def _validate(self, metric_ops: Any) -> tuple[dict, dict, list]:
+        """Checks metric_fn's result like legacy EstimatorSpec and splits value/update ops."""
+        if metric_ops is None:
+            # Legacy treated a None result as "no metrics" on both the CPU and TPU paths.
+            return {}, {}, []
+        if not isinstance(metric_ops, dict):
+            raise TypeError(
+                    "eval_metric_ops must be a dict, given: {}. metric_fn (eval_metrics[0]) "
+                    "must return a dict mapping metric names to (metric_value, update_op) "
+                    "tuples such as tf.compat.v1.metrics.accuracy(...).".format(metric_ops))
+        _check_reserved_names(metric_ops)
+        value_ops, update_ops, keras_variables = {}, {}, []
+        for key, value in metric_ops.items():
+            if _is_keras_metric(value):
+                # `updates` must be read while this graph is the default one (tf-keras
+                # checks graph consistency against the current context).
+                updates = list(getattr(value, "updates", None) or [])
+                if not updates:
+                    raise ValueError(
+                            'Please call update_state(...) on the "{metric_name}" metric'
+                            .format(metric_name=value.name))
+                keras_variables.extend(value.variables)
+                # Legacy used the first update only (Metric.updates[0]).
+                value = (value.result(), updates[0])
+            if not isinstance(value, tuple) or len(value) != 2:
+                raise TypeError(
+                        "Values of eval_metric_ops must be (metric_value, update_op) tuples, "
+                        "given: {} for key: {}. Return e.g. the pair from "
+                        "tf.compat.v1.metrics.accuracy(...), or a tf.keras Metric after "
+                        "calling its update_state(...).".format(value, key))
+            for part in value:
+                if not _is_graph_element(part):
+                    raise TypeError(
+                            "Values of eval_metric_ops must be (metric_value, update_op) "
+                            "tuples of Tensors or Operations, given: {!r} for key: {}."
+                            .format(value, key))
+                if getattr(part, "graph", None) is not self._graph:
+                    raise ValueError(
+                            'eval_metric_ops with "{}: {}" must be from the default graph. '
+                            "metric_fn runs on the host in its own graph: build every metric "
+                            "from the tensors passed to metric_fn, not from tensors captured "
+                            "from model_fn.".format(key, getattr(part, "name", part)))
+            value_ops[key], update_ops[key] = value
+        return value_ops, update_ops, keras_variables
+
+    def reset(self) -> None:
+        """Zeroes every metric's accumulators; legacy metrics restarted at each evaluate."""
+        self._require_open()
+        self._run_reset()
+
+    def update(self, batch: Any) -> None:
+        """Accumulates one gathered batch into every metric, in one session call.
+
+        Args:
+            batch: A nest matching `structure` of numpy arrays (anything `np.asarray`
+                accepts), each concatenated over replicas along axis 0. A batch whose arrays
+                all have zero rows is skipped.
+
+        Raises:
+            ValueError: If `batch` does not match `structure`, or an array's dtype or shape
+                does not fit its spec.
+        """
+        self._require_open()
+        try:
+            _assert_same_structure(self._structure, batch)
+        except (ValueError, TypeError) as e:
+            raise ValueError(
+                    "`batch` must match the structure of the eval_metrics tensors {!r}, "
+                    "given: {!r} ({}). Pass one gathered numpy array per tensor."
+                    .format(self._structure, batch, e)) from e
+        arrays = []
+        empty = True
+        for path, leaf, dtype, shape in zip(self._paths, tf.nest.flatten(batch), self._dtypes,
+                                            self._shapes):
+            array = np.asarray(leaf)
+            if array.dtype != dtype:
+                if not np.can_cast(array.dtype, dtype, casting="same_kind"):
+                    raise ValueError(
+                            "`batch`{} has dtype {}, but its spec has dtype {}. Feed the "
+                            "gathered values of the eval_metrics tensor unchanged.".format(
+                                    _path_str(path), array.dtype, dtype))
+                array = array.astype(dtype)
+            if shape is not None and (array.ndim != len(shape) or any(
+                    d is not None and d != a for d, a in zip(shape, array.shape))):
+                raise ValueError(
+                        "`batch`{} has shape {}, but its spec needs {} (batch axis first). "
+                        "Concatenate the replicas' values along axis 0.".format(
+                                _path_str(path), array.shape, list(shape)))
+            if array.ndim == 0 or array.shape[0]:
+                empty = False
+            arrays.append(array)
+        if empty and arrays:
+            return
+        self._run_update(*arrays)
+
+    def result(self) -> dict[str, np.generic | np.ndarray]:
+        """Reads every metric value: numpy scalars of each value's dtype, keyed by name."""
+        self._require_open()
+        # A Session cannot run an empty fetch list, and metric_fn may legally return None.
+        return self._run_values() if self.names else {}
+
+    def close(self) -> None:
+        """Releases the session; further calls raise. Safe to call twice."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def __enter__(self) -> "HostMetrics":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _require_open(self) -> None:
+        if self._session is None:
+            raise RuntimeError(
+                    "HostMetrics is closed. Build a new HostMetrics for another evaluation, "
+                    "or call reset() instead of close() between evaluations.")
+
+
+def _assert_same_structure(expected: Any, given: Any) -> None:
+    """Like tf.nest's check, but a dict never matches a list: they bind differently."""
+    # check_types=True would also reject list-vs-tuple, which callers legitimately mix.
+    if isinstance(expected, Mapping) != isinstance(given, Mapping):
+        raise TypeError("one is a dict and the other is not")
+    tf.nest.assert_same_structure(expected, given, check_types=False)
+
+
+def _flatten_with_paths(nest: Any) -> list[tuple[tuple, Any]]:
+    """Flattens like tf.nest (sorted dict keys), keeping each leaf's key path for messages."""
+    if isinstance(nest, Mapping):
+        return [(((key,) + path), leaf) for key in sorted(nest)
+                for path, leaf in _flatten_with_paths(nest[key])]
+    if isinstance(nest, (list, tuple)) and not hasattr(nest, "shape"):
+        return [(((i,) + path), leaf) for i, item in enumerate(nest)
+                for path, leaf in _flatten_with_paths(item)]
+    return [((), nest)]
+
+
+def _path_str(path: tuple) -> str:
+    return "".join("[{!r}]".format(p) for p in path)
+
+
+class MeanLoss:
+    """The legacy `loss` entry of `evaluate()`: a running mean of step losses in float32.
+
+    Legacy added `tf.compat.v1.metrics.mean(loss)` and ran its update once per evaluation
+    session step. That metric keeps float32 `total` and `count` variables, adds each value
+    cast to float32 and divides at the end (`div_no_nan`), so doing the same float32
+    operations in the same order reproduces legacy's value bit for bit. On the TPU path a
+    "step" was one loop of `iterations_per_loop` steps whose loss was the loop's mean; feed
+    whichever loss legacy would have seen.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Restarts the mean, as legacy did at every evaluate."""
+        self._total = np.float32(0.0)
+        self._count = np.float32(0.0)
+
+    def update(self, step_loss: Any) -> None:
+        """Adds one step's loss (a scalar or a one-element array).
+
+        Raises:
+            ValueError: If `step_loss` does not hold exactly one value.
+        """
+        value = np.asarray(step_loss, dtype=np.float32)
+        if value.size != 1:
+            raise ValueError(
+                    "`step_loss` must be a single value (the step's scalar loss), given "
+                    "shape {}: {!r}. Reduce it with a mean first.".format(value.shape, step_loss))
+        self._total = np.float32(self._total + value.reshape(()))
+        self._count = np.float32(self._count + np.float32(1.0))
+
+    def result(self) -> np.float32:
+        """The mean so far; 0.0 before any update, like `div_no_nan`."""
+        if self._count <= 0:
+            return np.float32(0.0)
+        return np.float32(self._total / self._count)
+
+
+def finalize_eval_dict(metrics: Mapping[str, Any], loss: MeanLoss | float | np.floating,
+                       global_step: int) -> dict[str, Any]:
+    """Builds the dict legacy `evaluate()` returned.
+
+    Legacy read the metric values and the loss mean as one sorted dict and appended the
+    global step last, so keys come out as `sorted(metrics + ['loss'])` then `'global_step'`.
+
+    Args:
+        metrics: `HostMetrics.result()`, name -> numpy value.
+        loss: A `MeanLoss` or its float result; stored as np.float32.
+        global_step: The evaluated checkpoint's step; stored as np.int64.
+
+    Returns:
+        Every metric plus 'loss' (np.float32) and 'global_step' (np.int64).
+
+    Raises:
+        ValueError: If `metrics` already has a 'loss' or 'global_step' key (legacy wording).
+    """
+    _check_reserved_names(metrics)
+    values = dict(metrics)
+    values[LOSS_KEY] = np.float32(loss.result() if isinstance(loss, MeanLoss) else loss)
+    result = {name: values[name] for name in sorted(values)}
+    result[GLOBAL_STEP_KEY] = np.int64(global_step)
+    return result
