@@ -33,6 +33,8 @@ class _LogRecorder:
 def log(monkeypatch):
     recorder = _LogRecorder()
     monkeypatch.setattr(strategy_lib, "logging", recorder)
+    # The mismatch warning is once per process; start each test with none given yet.
+    monkeypatch.setattr(strategy_lib, "_WARNED_SHARD_MISMATCH", set())
     return recorder
 
 
@@ -129,4 +131,10 @@ def test_simple_cluster_resolver_with_empty_spec_falls_back(log):
     except AssertionError as e:
         pytest.fail(f"select() crashed with a bare AssertionError: {e!r}")
     _assert_cpu_fallback(choice)
+    assert len(log.of_level("warning")) == 1
+
+
+def test_fallback_num_shards_mismatch_warns_once(log):
+    for _ in range(3):
+        strategy_lib.select(use_tpu=True, distribute=None, num_shards=2)
     assert len(log.of_level("warning")) == 1

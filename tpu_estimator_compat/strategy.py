@@ -78,6 +78,9 @@ def _local_fallback() -> StrategyChoice:
                           "no TPU or GPU; default strategy on the host CPU")
 
 
+_WARNED_SHARD_MISMATCH: set[tuple[int, str, int]] = set()
+
+
 def select(*, use_tpu: bool, distribute: tf.distribute.Strategy | None,
            cluster: Any = None, num_shards: int | None = None) -> StrategyChoice:
     """Picks the strategy for one mode and logs one line saying which and why."""
@@ -99,8 +102,10 @@ def select(*, use_tpu: bool, distribute: tf.distribute.Strategy | None,
                 f"TPU cores ({replicas}). Set num_shards={replicas} or leave it None. "
                 f"(Legacy: The num_shards in TPUConfig {num_shards} does not match the "
                 f"total number of cores {replicas}.)")
-        logging.warning(
-            "TPUConfig num_shards=%d but %s has %d replica(s); running on %d. Batch sizes "
-            "must divide by %d.", num_shards, type(choice.strategy).__name__, replicas,
-            replicas, replicas)
+        key = (num_shards, type(choice.strategy).__name__, replicas)
+        if key not in _WARNED_SHARD_MISMATCH:
+            _WARNED_SHARD_MISMATCH.add(key)
+            logging.warning(
+                "TPUConfig num_shards=%d but %s has %d replica(s); running on %d. Batch "
+                "sizes must divide by %d.", num_shards, key[1], replicas, replicas, replicas)
     return choice

@@ -96,6 +96,20 @@ def train_input_fn(params):
     return ds.batch(batch_size, drop_remainder=True).prefetch(2)
 
 
+def eval_input_fn(params):
+    """eval_input_fn defines the input pipeline used for evaluation."""
+    batch_size = params["batch_size"]
+    images, labels = digits_data.load("test")
+    return tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch_size)
+
+
+def predict_input_fn(params):
+    """predict_input_fn: the first 10 test images, features only."""
+    batch_size = params["batch_size"]
+    images, _ = digits_data.load("test")
+    return tf.data.Dataset.from_tensor_slices(images[:10]).batch(batch_size)
+
+
 def main(argv):
     del argv  # Unused.
     run_config = RunConfig(
@@ -114,8 +128,18 @@ def main(argv):
         params={"data_dir": FLAGS.data_dir},
         config=run_config)
     estimator.train(input_fn=train_input_fn, max_steps=FLAGS.train_steps)
-    print("Trained to global step %d; checkpoint %s" % (
-        estimator.get_variable_value("global_step"), estimator.latest_checkpoint()))
+
+    eval_steps = FLAGS.eval_steps or None  # None: the whole test split, every example once.
+    results = estimator.evaluate(input_fn=eval_input_fn, steps=eval_steps)
+    print("Evaluation results: %s" % results)
+
+    if FLAGS.enable_predict:
+        predictions = estimator.predict(input_fn=predict_input_fn)
+        _, labels = digits_data.load("test")
+        for i, prediction in enumerate(predictions):
+            print("Prediction %d: class %d (p=%.3f), label %d" % (
+                i, prediction["class_ids"],
+                prediction["probabilities"][prediction["class_ids"]], labels[i]))
 
 
 if __name__ == "__main__":
