@@ -379,3 +379,37 @@ def test_model_fn_returning_non_spec(tmp_path):
     with pytest.raises(ValueError, match=r"model_fn should return an EstimatorSpec or a "
                                          r"TPUEstimatorSpec, given: dict"):
         est.train(models.digits_input_fn(64, flat=True), steps=1)
+
+
+def test_tf_variable_with_computed_initial_value(tmp_path, strategy):
+    """The TF1 tutorial idiom `tf.Variable(tf.truncated_normal(...))` inside model_fn."""
+
+    def model_fn(features, labels, mode, params):
+        w = tf.Variable(v1.truncated_normal([64, 10], stddev=0.1), name="weights")
+        b = tf.Variable(tf.zeros([10]), name="biases")
+        logits = tf.matmul(features, w) + b
+        loss = v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        opt = v1.train.GradientDescentOptimizer(0.1)
+        return TPUEstimatorSpec(mode, loss=loss,
+                                train_op=opt.minimize(loss, v1.train.get_global_step()))
+
+    est = make_estimator(tmp_path, strategy, model_fn, ipl=2)
+    est.train(models.digits_input_fn(256, flat=True), steps=2)
+    first = checkpoint_values(str(tmp_path / "model.ckpt-0"))
+    assert sorted(first) == ["biases", "global_step", "weights"]
+    assert 0.05 < first["weights"].std() < 0.1  # Truncated normal, not zeros or ones.
+    est.train(models.digits_input_fn(256, flat=True), steps=2)  # Retrace: same variables.
+    assert sorted(checkpoint_values(est.latest_checkpoint())) == sorted(first)
+
+
+def test_variable_initial_value_from_features_is_a_clear_error(tmp_path):
+    def model_fn(features, labels, mode, params):
+        w = tf.Variable(tf.reduce_mean(features, axis=0), name="bad")
+        loss = tf.reduce_sum(w)
+        return TPUEstimatorSpec(mode, loss=loss, train_op=v1.assign_add(
+            v1.train.get_global_step(), 1))
+
+    est = make_estimator(tmp_path, None, model_fn, use_tpu=False)
+    with pytest.raises(Exception, match=r"`bad` has an initial value computed inside "
+                                        r"model_fn"):
+        est.train(models.digits_input_fn(64, flat=True), steps=1)

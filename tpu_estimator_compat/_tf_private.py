@@ -19,3 +19,27 @@ from tensorflow.python.tpu import tpu_function as _tpu_function  # noqa: E402
 def in_legacy_tpu_shard_context() -> bool:
     """True inside `tpu.rewrite`/`tpu.shard`, where CrossReplicaSum has a kernel."""
     return _tpu_function.get_tpu_context().number_of_shards is not None
+
+# `tf.Variable(tf.truncated_normal(...))` inside model_fn (the TF1 tutorial idiom) hands the
+# variable creator a tensor of the traced step graph. The variable must be created eagerly,
+# outside every trace, so that tensor's producing ops are copied into a scratch graph and run
+# once. `lift_to_graph` is the copier tf.function itself uses for this; it is not public.
+from tensorflow.python.eager import lift_to_graph as _lift_to_graph  # noqa: E402
+from tensorflow.python.ops import op_selector as _op_selector  # noqa: E402
+
+UnliftableError = _op_selector.UnliftableError
+
+
+def evaluate_input_free_tensor(tensor):
+    """Runs the ops producing a graph tensor in a scratch graph; returns a numpy value.
+
+    Raises:
+      UnliftableError: the tensor depends on a placeholder (a function input, e.g. features).
+    """
+    import tensorflow as tf  # Local: keep this module's import light.
+
+    scratch = tf.Graph()
+    with scratch.as_default():
+        op_map = _lift_to_graph.lift_to_graph([tensor], scratch)
+        with tf.compat.v1.Session(graph=scratch) as session:
+            return session.run(op_map[tensor])

@@ -185,11 +185,7 @@ class VariableRegistry:
         kwargs["name"] = name
         initial_value = kwargs.get("initial_value")
         if isinstance(initial_value, tf.Tensor) and not _is_eager_tensor(initial_value):
-            static = tf.get_static_value(initial_value)
-            if static is not None:
-                kwargs["initial_value"] = static
-            else:
-                return _create_lifted(next_creator, name, kwargs)
+            kwargs["initial_value"] = _input_free_value(name, initial_value)
         if (kwargs.get("synchronization") != tf.VariableSynchronization.ON_READ and
                 kwargs.get("aggregation") in (None, tf.VariableAggregation.NONE)):
             # On a TPU each core applied the same (cross-replica summed) update to its own
@@ -219,24 +215,25 @@ def _is_eager_tensor(value: Any) -> bool:
     return hasattr(value, "numpy") and not hasattr(value, "graph")
 
 
-def _create_lifted(next_creator: Callable[..., tf.Variable], name: str,
-                   kwargs: dict[str, Any]) -> tf.Variable:
-    """Creates a variable whose initial value is a computed tensor (e.g. `truncated_normal`).
+def _input_free_value(name: str, initial_value: tf.Tensor) -> Any:
+    """The numpy value of an initial value computed inside model_fn.
 
-    The initializer is lifted out of the trace by tf.function's own machinery, which only
-    works on a function's first trace and only for values that do not depend on the
-    function's inputs.
+    TF1 ran such initializers once, at session start; here they run once, when the variable
+    is first created, in a scratch graph. A value that depends on `features`, `labels` or
+    another per-step tensor has no such value.
     """
+    static = tf.get_static_value(initial_value)
+    if static is not None:
+        return static
     try:
-        return next_creator(**kwargs)
-    except ValueError as e:
+        return _tf_private.evaluate_input_free_tensor(initial_value)
+    except _tf_private.UnliftableError as e:
         raise VariableCreationError(
             f"`tf.Variable` `{name}` has an initial value computed inside model_fn that "
-            f"cannot be lifted out of the step function (it depends on `features`, "
-            f"`labels` or another per-step tensor). Received initial value "
-            f"{kwargs.get('initial_value')!r}. Use an initializer instead, e.g. "
+            f"depends on `features`, `labels` or another per-step tensor ({initial_value!r}), "
+            f"so it has no value before the first step. Use an initializer instead, e.g. "
             f"`tf.compat.v1.get_variable('{name.split('/')[-1]}', shape, "
-            f"initializer=...)`, or a callable initial value.") from e
+            f"initializer=...)`.") from e
 
 
 def _check_compatible(name: str, variable: tf.Variable, kwargs: dict[str, Any]) -> None:
