@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import tensorflow as tf
@@ -30,6 +31,7 @@ from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import strategy as strategy_lib
 from tpu_estimator_compat import summaries as summaries_lib
 from tpu_estimator_compat import variables as variables_lib
+from tpu_estimator_compat import warm_start as warm_start_lib
 
 ModeKeys = spec_lib.ModeKeys
 _RESERVED_PARAMS_KEYS = (inputs_lib.BATCH_SIZE_KEY, inputs_lib.CONTEXT_KEY)
@@ -258,31 +260,94 @@ class TPUEstimator:
                 runtime.strategy, input_fn, params=self._params, config=self._config,
                 mode=ModeKeys.TRAIN, plan=plan, use_tpu=self._use_tpu)
             iterator = iter(dataset)
-            run_n = self._train_function(runtime, plan)
-            # Tracing creates the variables; only then can the checkpoint be restored.
-            run_n.get_concrete_function(iterator, tf.TensorSpec([], tf.int32))
+            init_plan = warm_start_lib.InitPlan()
+            # Tracing creates the variables; only then can a checkpoint be restored.
+            with warm_start_lib.capture_init_from_checkpoint(init_plan):
+                train_loop, record = self._train_loop(runtime, plan, iterator)
             manager = self._checkpoint_manager(runtime)
-            manager.restore_latest()
+            if manager.restore_latest() is None:
+                self._initialize_from_elsewhere(runtime, record, init_plan)
             step = int(runtime.global_step.numpy())
             cadence = checkpoints_lib.SaveCadence(
                 save_steps=self._config.save_checkpoints_steps,
                 save_secs=self._config.save_checkpoints_secs)
             policy = _SavePolicy(manager, cadence, saving_listeners or ())
             policy.begin(step)
+            listeners = [_TrainReporting(
+                summaries_lib.TrainSummaries(
+                    self._model_dir, save_summary_steps=self._config.save_summary_steps,
+                    log_step_count_steps=self._config.log_step_count_steps,
+                    examples_per_step=plan.global_batch_size),
+                summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
+                                             self._model_dir)
+                if record.host_call is not None else None,
+                runtime.global_step, self._host_call_every_n())]
 
             def run_steps(n: int) -> loop_lib.LoopResult:
                 with runtime.scope():
-                    steps_run, losses = run_n(iterator, tf.constant(n, tf.int32))
-                return loop_lib.LoopResult(int(steps_run), losses.numpy())
+                    return train_loop(iterator, n)
 
             driver = loop_lib.TrainDriver(
                 run_steps=run_steps, read_step=lambda: int(runtime.global_step.numpy()),
-                checkpoint=policy, examples_per_step=plan.global_batch_size)
-            final = driver.run(target_step=target if target is not None else 2**62,
-                               iterations_per_loop=self._iterations_per_loop())
-            policy.end(final)
+                checkpoint=policy, listeners=listeners,
+                examples_per_step=plan.global_batch_size)
+            try:
+                final = driver.run(target_step=target if target is not None else 2**62,
+                                   iterations_per_loop=self._iterations_per_loop())
+                policy.end(final)
+            finally:
+                for listener in listeners:
+                    listener.close()
         logging.info("Loss for final step: %s.", driver.last_loss)
         return self
+
+    def _host_call_every_n(self) -> int:
+        return self._config.tpu_config.experimental_host_call_every_n_steps or 1
+
+    def _train_loop(self, runtime: _Runtime, plan: inputs_lib.BatchPlan,
+                    iterator: Any) -> tuple[loop_lib.TrainLoop, replica_step.TraceRecord]:
+        """The compiled train loop for this runtime and batch plan, traced.
+
+        A model_fn's host_call is only known once it has been traced; when it has one, the
+        loop is built and traced again with the host_call tensors as outputs.
+        """
+        key = (ModeKeys.TRAIN, plan)
+        if key in runtime.functions:
+            return runtime.functions[key]
+        record = replica_step.TraceRecord()
+        caller = self._caller(plan)
+
+        def build(emit_host_call: bool, specs: list[tf.TensorSpec] | None) -> Any:
+            step = replica_step.make_train_step(
+                caller, runtime.registry, runtime.global_step, plan.for_model_fn,
+                record=record, emit_host_call=emit_host_call)
+            return loop_lib.make_multi_step_train_fn(
+                runtime.strategy, step, host_call_specs=specs,
+                host_call_every_n=self._host_call_every_n())
+
+        train_loop = build(False, None)
+        train_loop.trace(iterator)
+        if record.host_call is not None:
+            specs = [tf.TensorSpec([None] + t.shape[1:].as_list(), t.dtype)
+                     for t in tf.nest.flatten(record.host_call[1])]
+            train_loop = build(True, specs)
+            train_loop.trace(iterator)
+        runtime.functions[key] = (train_loop, record)
+        return runtime.functions[key]
+
+    def _initialize_from_elsewhere(self, runtime: _Runtime, record: replica_step.TraceRecord,
+                                   init_plan: warm_start_lib.InitPlan) -> None:
+        """No checkpoint in model_dir: apply scaffold_fn, init_from_checkpoint, warm start.
+
+        In TF1 these were initializers, so they only ever mattered for a fresh model_dir.
+        """
+        if record.scaffold_fn is not None:
+            warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan)
+        variables = runtime.registry.by_name()
+        init_plan.apply(variables)
+        if self._warm_start_from is not None:
+            warm_start_lib.warm_start(self._warm_start_from, variables,
+                                      runtime.registry.trainable_names())
 
     # ------------------------------------------------------------------------------------
     # evaluate / predict
@@ -447,14 +512,6 @@ class TPUEstimator:
                 "supported; give a step count, e.g. iterations_per_loop=100.")
         return parsed.value
 
-    def _train_function(self, runtime: _Runtime, plan: inputs_lib.BatchPlan) -> Any:
-        key = (ModeKeys.TRAIN, plan)
-        if key not in runtime.functions:
-            step = replica_step.make_train_step(self._caller(plan), runtime.registry,
-                                                runtime.global_step, plan.for_model_fn)
-            runtime.functions[key] = loop_lib.make_multi_step_train_fn(runtime.strategy, step)
-        return runtime.functions[key]
-
 
 @dataclasses.dataclass
 class _InferenceSession:
@@ -508,6 +565,33 @@ def _reject_hooks(hooks: Sequence[Any] | None, method: str) -> None:
         raise NotImplementedError(
             f"`hooks` ({list(hooks)}) are not supported yet by tpu_estimator_compat.{method}; "
             "remove them.")
+
+
+class _TrainReporting:
+    """Per-loop host work during train: legacy summaries and host_call.
+
+    host_call runs once per outfed step, at the global step that step reached.
+    """
+
+    def __init__(self, summaries: summaries_lib.TrainSummaries,
+                 host_call: summaries_lib.HostCallRunner | None, global_step: tf.Variable,
+                 every_n: int) -> None:
+        self._summaries = summaries
+        self._host_call = host_call
+        self._global_step = global_step
+        self._every_n = every_n
+
+    def after_loop(self, step: int, result: loop_lib.LoopResult, seconds: float) -> None:
+        if self._host_call is not None:
+            first = step - result.steps_run + 1
+            for k, values in enumerate(result.host_calls):
+                self._host_call.run(values, first + k * self._every_n)
+        self._summaries.after_loop(step, result.last_loss, time.monotonic())
+
+    def close(self) -> None:
+        self._summaries.close()
+        if self._host_call is not None:
+            self._host_call.close()
 
 
 class _SavePolicy:

@@ -34,6 +34,9 @@ class LoopResult:
 
     steps_run: int
     losses: np.ndarray  # One global loss per step run, float32.
+    host_calls: list[list[np.ndarray]] = dataclasses.field(default_factory=list)
+    # host_calls[k]: the flattened host_call tensors of the k-th step that outfed them
+    # (every `every_n` steps of the loop), concatenated over replicas.
 
     @property
     def last_loss(self) -> float | None:
@@ -42,34 +45,66 @@ class LoopResult:
 
 def make_multi_step_train_fn(
         strategy: tf.distribute.Strategy,
-        train_step: Callable[[Any, Any], tf.Tensor]) -> Callable[[Any, tf.Tensor], Any]:
+        train_step: Callable[[Any, Any], dict[str, Any]], *,
+        host_call_specs: list[tf.TensorSpec] | None = None,
+        host_call_every_n: int = 1) -> "TrainLoop":
     """Compiles `train_step` into one function running up to `n` steps per call.
 
     The function stops early when the iterator is exhausted (legacy Estimator ended
-    training cleanly at the end of input) and returns (steps_run, per-step losses), each
-    loss the mean over replicas of the replica losses, i.e. the global-batch loss.
+    training cleanly at the end of input) and returns (steps_run, per-step losses, host_call
+    tensors), each loss the mean over replicas of the replica losses, i.e. the global-batch
+    loss. With `host_call_specs`, the step's host_call tensors are gathered from every
+    replica on the loop steps i with i % host_call_every_n == 0, as legacy's outfeed did.
     """
 
     # The model_fn is graph-building Python written for TF1: it must run as written, never
     # rewritten by AutoGraph (which would turn its Python control flow into tf.cond/while).
     replica_fn = tf.autograph.experimental.do_not_convert(train_step)
+    specs = list(host_call_specs or [])
 
     @tf.function
-    def run_steps(iterator: Any, n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    def run_steps(iterator: Any, n: tf.Tensor) -> Any:
+        losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[])
+        calls = [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
+                 for s in specs]
         steps = tf.constant(0, tf.int32)
+        outfed = tf.constant(0, tf.int32)
         for _ in tf.range(n):
             optional = iterator.get_next_as_optional()
             if not optional.has_value():
                 break
             features, labels = inputs_lib.split_element(optional.get_value())
-            per_replica = strategy.run(replica_fn, args=(features, labels))
-            loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+            out = strategy.run(replica_fn, args=(features, labels))
+            loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, out["loss"], axis=None)
             losses = losses.write(steps, loss)
+            if specs:
+                leaves = [_gather_local(strategy, leaf)
+                          for leaf in tf.nest.flatten(out["host_call"])]
+                if steps % host_call_every_n == 0:
+                    calls = [ta.write(outfed, leaf) for ta, leaf in zip(calls, leaves)]
+                    outfed += 1
             steps += 1
-        return steps, losses.stack()
+        return (steps, _stack(losses, steps, tf.TensorShape([])),
+                [_stack(ta, outfed, s.shape) for ta, s in zip(calls, specs)])
 
-    return run_steps
+    return TrainLoop(run_steps)
+
+
+class TrainLoop:
+    """The compiled train function, host side: trace once, then run chunks of n steps."""
+
+    def __init__(self, run_steps: Any) -> None:
+        self._run_steps = run_steps
+
+    def trace(self, iterator: Any) -> None:
+        """Traces the step (creating its variables) without running it."""
+        self._run_steps.get_concrete_function(iterator, tf.TensorSpec([], tf.int32))
+
+    def __call__(self, iterator: Any, n: int) -> LoopResult:
+        steps, losses, calls = self._run_steps(iterator, tf.constant(n, tf.int32))
+        arrays = [c.numpy() for c in calls]
+        per_step = [[a[k] for a in arrays] for k in range(len(arrays[0]))] if arrays else []
+        return LoopResult(int(steps), losses.numpy(), per_step)
 
 
 class CheckpointPolicy(Protocol):

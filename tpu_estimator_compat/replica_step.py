@@ -92,14 +92,17 @@ def _as_float_loss(loss: Any) -> tf.Tensor:
 
 
 def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegistry,
-                    global_step: tf.Variable,
-                    batch_size: int | None) -> Callable[[Any, Any], tf.Tensor]:
-    """Returns `step(features, labels) -> loss` running TRAIN model_fn on one replica.
+                    global_step: tf.Variable, batch_size: int | None, *,
+                    record: "TraceRecord",
+                    emit_host_call: bool = False) -> Callable[[Any, Any], dict[str, Any]]:
+    """Returns `step(features, labels) -> {loss[, host_call]}` for TRAIN on one replica.
 
-    The returned loss runs after the spec's `train_op`, so reading it means the update ran.
+    The returned tensors run after the spec's `train_op`, so reading them means the update
+    ran. The trace records `host_call` and `scaffold_fn` in `record`; with `emit_host_call`
+    the host_call tensors are returned too, for the host to gather.
     """
 
-    def train_step(features: Any, labels: Any) -> tf.Tensor:
+    def train_step(features: Any, labels: Any) -> dict[str, Any]:
         with variables_lib.replica_scope(registry, global_step):
             spec = caller(features, labels, ModeKeys.TRAIN, batch_size)
             if spec.loss is None:
@@ -110,8 +113,13 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
                 raise ValueError(
                     "model_fn returned a spec without `train_op` in TRAIN mode. Return "
                     "`TPUEstimatorSpec(mode, loss=..., train_op=optimizer.minimize(...))`.")
+            record.observe(spec)
             with tf.control_dependencies([spec.train_op]):
-                return _as_float_loss(spec.loss)
+                outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
+                if emit_host_call and record.host_call is not None:
+                    outputs["host_call"] = tf.nest.map_structure(
+                        tf.identity, record.host_call_tensors(spec))
+            return outputs
 
     return train_step
 
@@ -129,7 +137,24 @@ class TraceRecord:
     metric_op_names: tuple[str, ...] = ()
     prediction_keys: tuple[str, ...] = ()
     predictions_are_dict: bool = True
-    spec: Any = None
+    host_call: Any = None  # (fn, tensors) of the first replica's spec.
+    scaffold_fn: Callable[[], Any] | None = None
+    hooks: tuple[Any, ...] = ()
+
+    def observe(self, spec: Any) -> None:
+        """Keeps what the host needs from a spec: host_call, scaffold_fn, hooks."""
+        host_call = getattr(spec, "host_call", None)
+        if host_call is not None:
+            spec_lib.check_eval_metrics_tensors_have_batch_dim(host_call, "host_call")
+        self.host_call = host_call
+        self.scaffold_fn = getattr(spec, "scaffold_fn", None)
+        mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
+                      ModeKeys.PREDICT: "prediction_hooks"}[spec.mode]
+        self.hooks = tuple(getattr(spec, mode_hooks, None) or ())
+
+    @staticmethod
+    def host_call_tensors(spec: Any) -> Any:
+        return tf.nest.map_structure(tf.convert_to_tensor, spec.host_call[1])
 
 
 def _check_eval_spec(spec: Any) -> None:

@@ -46,3 +46,115 @@ def write_eval_summaries(log_dir: str, results: Mapping[str, Any], global_step: 
             _Summary(value=values).SerializeToString(), step=global_step)
     writer.flush()
     writer.close()
+
+
+class HostCallRunner:
+    """Runs `host_call=(fn, tensors)` on the host with each outfed step's gathered tensors.
+
+    Legacy built `fn` once into the host graph and ran it per outfed step, so one summary
+    writer served a whole `train()` call. Here `fn` runs eagerly per step; so that it still
+    writes one events file per call, `tf.summary.create_file_writer` hands back the same
+    writer for the same logdir while `fn` runs (patched only inside `run`, on the host
+    thread), and `close()` flushes them at the end of `train()`. A `fn` that returns v1
+    summary protos (`tf.compat.v1.summary.*`) has them written to `default_logdir` at the
+    step being run.
+    """
+
+    def __init__(self, fn: Any, structure: Any, default_logdir: str) -> None:
+        self._fn = fn
+        self._structure = structure
+        self._default_logdir = default_logdir
+        self._writers: dict[str, Any] = {}
+
+    def run(self, flat_values: list[Any], global_step: int) -> None:
+        """Calls fn with one outfed step's values (numpy, gathered over replicas)."""
+        values = tf.nest.pack_sequence_as(
+            self._structure, [tf.convert_to_tensor(v) for v in flat_values])
+        with self._cached_writers():
+            if isinstance(values, dict):
+                result = self._fn(**values)
+            else:
+                result = self._fn(*values)
+        self._write_v1_protos(result, global_step)
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.flush()
+            writer.close()
+        self._writers.clear()
+
+    def _write_v1_protos(self, result: Any, global_step: int) -> None:
+        protos = [t for t in tf.nest.flatten(result)
+                  if isinstance(t, tf.Tensor) and t.dtype == tf.string and t.shape.rank == 0]
+        if not protos:
+            return
+        writer = self._writer(self._default_logdir)
+        with writer.as_default():
+            for proto in protos:
+                tf.summary.experimental.write_raw_pb(proto, step=global_step)
+
+    def _writer(self, logdir: str, **kwargs: Any) -> Any:
+        key = str(logdir)
+        if key not in self._writers:
+            self._writers[key] = _ORIGINAL_CREATE_FILE_WRITER(logdir, **kwargs)
+        return self._writers[key]
+
+    def _cached_writers(self) -> Any:
+        runner = self
+
+        class _Patch:
+            def __enter__(self) -> None:
+                tf.summary.create_file_writer = runner._writer
+                tf.compat.v2.summary.create_file_writer = runner._writer
+
+            def __exit__(self, *exc: Any) -> None:
+                tf.summary.create_file_writer = _ORIGINAL_CREATE_FILE_WRITER
+                tf.compat.v2.summary.create_file_writer = _ORIGINAL_CREATE_FILE_WRITER
+
+        return _Patch()
+
+
+_ORIGINAL_CREATE_FILE_WRITER = tf.summary.create_file_writer
+
+
+class TrainSummaries:
+    """The summaries legacy training wrote to model_dir: `loss`, `global_step/sec`, `examples/sec`.
+
+    Legacy's SummarySaverHook wrote `loss` at the first step and then every
+    `save_summary_steps`; its StepCounterHook wrote `global_step/sec` (and TPUEstimator
+    `examples/sec`) every `log_step_count_steps`. Here both are checked once per loop.
+    """
+
+    def __init__(self, model_dir: str, *, save_summary_steps: int | None,
+                 log_step_count_steps: int | None, examples_per_step: int | None) -> None:
+        self._writer = tf.summary.create_file_writer(model_dir)
+        self._save_every = save_summary_steps or 0
+        self._log_every = log_step_count_steps or 0
+        self._examples = examples_per_step
+        self._last_summary: int | None = None
+        self._last_rate: tuple[int, float] | None = None
+
+    def after_loop(self, step: int, loss: float | None, now: float) -> None:
+        values = []
+        if (loss is not None and self._save_every and
+                (self._last_summary is None or step >= self._last_summary + self._save_every)):
+            values.append(_Summary.Value(tag="loss", simple_value=float(loss)))
+            self._last_summary = step
+        if self._log_every:
+            if self._last_rate is None:
+                self._last_rate = (step, now)
+            elif step >= self._last_rate[0] + self._log_every:
+                rate = (step - self._last_rate[0]) / max(now - self._last_rate[1], 1e-9)
+                values.append(_Summary.Value(tag="global_step/sec", simple_value=rate))
+                if self._examples:
+                    values.append(_Summary.Value(tag="examples/sec",
+                                                 simple_value=rate * self._examples))
+                self._last_rate = (step, now)
+        if values:
+            with self._writer.as_default():
+                tf.summary.experimental.write_raw_pb(
+                    _Summary(value=values).SerializeToString(), step=step)
+
+    def close(self) -> None:
+        self._writer.flush()
+        self._writer.close()

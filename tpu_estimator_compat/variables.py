@@ -65,6 +65,7 @@ class VariableRegistry:
         self._local = threading.local()
         self._step_prefix = ""
         self._local_init: dict[str, Any] = {}
+        self._trainable: set[str] = set()
 
     # ----------------------------------------------------------------------------------
     # Public queries.
@@ -76,6 +77,11 @@ class VariableRegistry:
         """
         with self._lock:
             return {name: v for name, v in self._by_name.items() if name not in self._local_init}
+
+    def trainable_names(self) -> set[str]:
+        """v1 names of the variables created trainable (TRAINABLE_VARIABLES in TF1)."""
+        with self._lock:
+            return set(self._trainable)
 
     def reset_local_variables(self) -> None:
         """Re-initialises every local variable, as `local_variables_initializer` did.
@@ -174,6 +180,8 @@ class VariableRegistry:
                 self._names[id(variable)] = name
                 if _is_local(kwargs):
                     self._local_init[name] = _initial_value_of(variable)
+                if _is_trainable(kwargs):
+                    self._trainable.add(name)
             else:
                 _check_compatible(name, variable, kwargs)
         _register_in_collections(variable, kwargs)
@@ -200,6 +208,13 @@ class VariableRegistry:
 
 
 _LOCAL_COLLECTIONS = (_v1.GraphKeys.LOCAL_VARIABLES, _v1.GraphKeys.METRIC_VARIABLES)
+
+
+def _is_trainable(kwargs: dict[str, Any]) -> bool:
+    trainable = kwargs.get("trainable")
+    if trainable is None:
+        trainable = kwargs.get("synchronization") != tf.VariableSynchronization.ON_READ
+    return bool(trainable) and not _is_local(kwargs)
 
 
 def _is_local(kwargs: dict[str, Any]) -> bool:
@@ -258,10 +273,7 @@ def _register_in_collections(variable: tf.Variable, kwargs: dict[str, Any]) -> N
     if collections is None:
         collections = [_v1.GraphKeys.GLOBAL_VARIABLES]
     collections = list(collections)
-    trainable = kwargs.get("trainable")
-    if trainable is None:
-        trainable = kwargs.get("synchronization") != tf.VariableSynchronization.ON_READ
-    if trainable and _v1.GraphKeys.TRAINABLE_VARIABLES not in collections:
+    if _is_trainable(kwargs) and _v1.GraphKeys.TRAINABLE_VARIABLES not in collections:
         collections.append(_v1.GraphKeys.TRAINABLE_VARIABLES)
     for graph in _graphs_to_register_in():
         for key in collections:

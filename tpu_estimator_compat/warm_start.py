@@ -1,0 +1,206 @@
+"""Initialising variables from other checkpoints: init_from_checkpoint, scaffold_fn, warm start.
+
+TF1 expressed all three as *initializers*: they decide a variable's value only when
+`model_dir` holds no checkpoint to restore. Here the variables are created eagerly, so:
+
+* `tf.compat.v1.train.init_from_checkpoint` calls made while the model_fn is traced or while
+  `scaffold_fn` runs are recorded (the function is swapped for a recorder only inside
+  `capture_init_from_checkpoint`), and `InitPlan.apply` assigns the values afterwards;
+* `scaffold_fn` is called once on the host after the variables exist (legacy called it on the
+  host too); a returned Scaffold with `init_fn` or `saver` is refused with an error, because
+  both need a TF1 session;
+* `warm_start_from` (a path or `WarmStartSettings`) is resolved against the v1 names.
+
+The estimator applies the plan only when it starts from no checkpoint. This module knows the
+variable names and checkpoint files, nothing about strategies, loops or modes.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import re
+from typing import Any, Iterator, Mapping
+
+import tensorflow as tf
+from absl import logging
+
+_v1 = tf.compat.v1
+
+
+class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
+        "ckpt_to_initialize_from", "vars_to_warm_start", "var_name_to_vocab_info",
+        "var_name_to_prev_var_name"])):
+    """Legacy `tf.estimator.WarmStartSettings` (vocabulary remapping is not supported)."""
+
+    def __new__(cls, ckpt_to_initialize_from: str, vars_to_warm_start: Any = ".*",
+                var_name_to_vocab_info: Any = None,
+                var_name_to_prev_var_name: Mapping[str, str] | None = None
+                ) -> "WarmStartSettings":
+        if not ckpt_to_initialize_from:
+            raise ValueError(
+                "`ckpt_to_initialize_from` must be a non-empty checkpoint path or directory; "
+                f"received {ckpt_to_initialize_from!r}.")
+        if var_name_to_vocab_info:
+            raise NotImplementedError(
+                "`var_name_to_vocab_info` (vocabulary remapping) is not supported by "
+                "tpu_estimator_compat warm start. Remap the embedding rows yourself and "
+                "pass `vars_to_warm_start` without the vocabulary variables.")
+        return super().__new__(cls, ckpt_to_initialize_from, vars_to_warm_start,
+                               var_name_to_vocab_info or {}, dict(var_name_to_prev_var_name or {}))
+
+
+def _checkpoint_file(path: str) -> str:
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise ValueError(f"No checkpoint found in directory {path!r} to initialise from.")
+        return latest
+    return path
+
+
+@dataclasses.dataclass
+class InitPlan:
+    """Recorded `init_from_checkpoint` calls, applied once the variables exist."""
+
+    calls: list[tuple[str, dict[Any, Any]]] = dataclasses.field(default_factory=list)
+
+    def record(self, ckpt_dir_or_file: str, assignment_map: Mapping[Any, Any]) -> None:
+        call = (ckpt_dir_or_file, dict(assignment_map))
+        if call not in self.calls:  # Every replica and every trace makes the same call.
+            self.calls.append(call)
+
+    def apply(self, variables: Mapping[str, tf.Variable]) -> int:
+        """Assigns every mapped variable from its checkpoint; returns how many were set."""
+        count = 0
+        for ckpt, assignment_map in self.calls:
+            path = _checkpoint_file(ckpt)
+            reader = tf.train.load_checkpoint(path)
+            for ckpt_name, variable in resolve_assignment_map(
+                    reader.get_variable_to_shape_map(), assignment_map, variables, path):
+                variable.assign(reader.get_tensor(ckpt_name))
+                count += 1
+        if count:
+            logging.info("init_from_checkpoint initialised %d variables.", count)
+        return count
+
+
+def _name_of(variable: Any, variables: Mapping[str, tf.Variable]) -> str:
+    for name, candidate in variables.items():
+        if candidate is variable:
+            return name
+    raise ValueError(f"init_from_checkpoint was given variable {variable!r}, which is not a "
+                     "variable of this model_fn.")
+
+
+def resolve_assignment_map(checkpoint_shapes: Mapping[str, Any], assignment_map: Mapping[Any, Any],
+                           variables: Mapping[str, tf.Variable],
+                           path: str) -> list[tuple[str, tf.Variable]]:
+    """Pairs checkpoint names with variables, following init_from_checkpoint's rules.
+
+    Keys are checkpoint names or scopes (`'scope/'`, `'/'` for the root); values are
+    current variable names, scopes, or variables.
+    """
+    pairs = []
+    for key, target in assignment_map.items():
+        if not isinstance(target, str):
+            targets = target if isinstance(target, (list, tuple)) else [target]
+            for variable in targets:
+                _check_in_checkpoint(key, checkpoint_shapes, path)
+                pairs.append((key, variable))
+            continue
+        if key == "/" or key.endswith("/") or target.endswith("/"):
+            old_scope = "" if key == "/" else key.rstrip("/") + "/"
+            new_scope = "" if target == "/" else target.rstrip("/") + "/"
+            matched = 0
+            for name, variable in variables.items():
+                if new_scope and not name.startswith(new_scope):
+                    continue
+                ckpt_name = old_scope + name[len(new_scope):]
+                if ckpt_name in checkpoint_shapes:
+                    pairs.append((ckpt_name, variable))
+                    matched += 1
+            if not matched:
+                raise ValueError(
+                    f"init_from_checkpoint: no variable under scope {target!r} matches a "
+                    f"tensor under {key!r} in checkpoint {path}.")
+            continue
+        if target not in variables:
+            raise ValueError(
+                f"init_from_checkpoint: variable {target!r} (assignment_map[{key!r}]) is not "
+                f"a variable of this model_fn. Known variables include "
+                f"{sorted(variables)[:10]}.")
+        _check_in_checkpoint(key, checkpoint_shapes, path)
+        pairs.append((key, variables[target]))
+    return pairs
+
+
+def _check_in_checkpoint(name: str, shapes: Mapping[str, Any], path: str) -> None:
+    if name not in shapes:
+        raise ValueError(f"Tensor {name} is not found in {path} checkpoint "
+                         f"{sorted(shapes)[:10]}...")
+
+
+@contextlib.contextmanager
+def capture_init_from_checkpoint(plan: InitPlan) -> Iterator[None]:
+    """Records `tf.compat.v1.train.init_from_checkpoint` calls instead of running them."""
+    original = _v1.train.init_from_checkpoint
+
+    def record(ckpt_dir_or_file: str, assignment_map: Mapping[Any, Any]) -> None:
+        plan.record(ckpt_dir_or_file, assignment_map)
+
+    _v1.train.init_from_checkpoint = record
+    try:
+        yield
+    finally:
+        _v1.train.init_from_checkpoint = original
+
+
+def run_scaffold_fn(scaffold_fn: Any, plan: InitPlan) -> None:
+    """Calls a TPUEstimatorSpec's scaffold_fn on the host, recording its init calls."""
+    with capture_init_from_checkpoint(plan):
+        scaffold = scaffold_fn()
+    if scaffold is None:
+        return
+    if getattr(scaffold, "init_fn", None) is not None:
+        raise NotImplementedError(
+            "scaffold_fn returned a Scaffold with `init_fn`, which needs a TF1 session. "
+            "Call `tf.compat.v1.train.init_from_checkpoint(...)` inside scaffold_fn instead, "
+            "or pass `warm_start_from` to TPUEstimator.")
+    if getattr(scaffold, "_saver", None) is not None:
+        raise NotImplementedError(
+            "scaffold_fn returned a Scaffold with a `saver`; tpu_estimator_compat saves and "
+            "restores checkpoints itself under the v1 variable names. Remove `saver=`.")
+
+
+def warm_start(settings: str | WarmStartSettings, variables: Mapping[str, tf.Variable],
+               trainable: set[str]) -> int:
+    """Applies legacy warm-start semantics; returns how many variables were initialised.
+
+    A regex `vars_to_warm_start` selects among the trainable variables (legacy default
+    '.*'); a list of names/regexes selects among all global variables.
+    """
+    if isinstance(settings, str):
+        settings = WarmStartSettings(settings)
+    path = _checkpoint_file(settings.ckpt_to_initialize_from)
+    reader = tf.train.load_checkpoint(path)
+    shapes = reader.get_variable_to_shape_map()
+    selector = settings.vars_to_warm_start
+    if selector is None:
+        return 0
+    if isinstance(selector, str):
+        candidates = [n for n in variables if n in trainable and re.match(selector, n)]
+    else:
+        candidates = [n for n in variables
+                      if any(re.match(pattern, n) for pattern in selector)]
+    count = 0
+    for name in candidates:
+        source = settings.var_name_to_prev_var_name.get(name, name)
+        if source not in shapes:
+            logging.warning("Warm start: %s not found in %s; left as initialised.", source, path)
+            continue
+        variables[name].assign(reader.get_tensor(source))
+        count += 1
+    logging.info("Warm-started %d variables from %s.", count, path)
+    return count
