@@ -1,0 +1,112 @@
+"""scaffold_fn + init_from_checkpoint (the BERT pattern) and warm_start_from, values checked."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import models
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat.warm_start import WarmStartSettings
+
+v1 = tf.compat.v1
+
+
+def write_pretrained(path):
+    """A checkpoint from 'another model': encoder/w and encoder/b under other names + extras."""
+    rng = np.random.RandomState(0)
+    values = {"bert/encoder/w": rng.randn(64, 10).astype(np.float32),
+              "bert/encoder/b": rng.randn(10).astype(np.float32),
+              "cls/other": np.ones([3], np.float32)}
+    with tf.Graph().as_default(), v1.Session() as sess:
+        variables = [v1.get_variable(k, initializer=v) for k, v in values.items()]
+        sess.run(v1.global_variables_initializer())
+        v1.train.Saver(variables).save(sess, path)
+    return values
+
+
+def encoder_model_fn(features, labels, mode, params):
+    with v1.variable_scope("bert/encoder"):
+        w = v1.get_variable("w", [64, 10], initializer=v1.zeros_initializer())
+        b = v1.get_variable("b", [10], initializer=v1.zeros_initializer())
+    head = v1.get_variable("head", [10], initializer=v1.zeros_initializer())
+    logits = tf.matmul(features, w) + b + head
+    loss = v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+    train_op = v1.train.GradientDescentOptimizer(0.0).minimize(
+        loss, global_step=v1.train.get_global_step())
+    init_checkpoint = params.get("init_checkpoint")
+    scaffold_fn = None
+    if init_checkpoint and params["where"] == "scaffold":
+        def scaffold_fn():
+            v1.train.init_from_checkpoint(init_checkpoint, {"bert/": "bert/"})
+            return v1.train.Scaffold()
+    elif init_checkpoint:
+        v1.train.init_from_checkpoint(init_checkpoint,
+                                      {"bert/encoder/w": "bert/encoder/w",
+                                       "bert/encoder/b": "bert/encoder/b"})
+    return TPUEstimatorSpec(mode, loss=loss, train_op=train_op, scaffold_fn=scaffold_fn)
+
+
+@pytest.mark.parametrize("where", ["scaffold", "model_fn"])
+def test_init_from_checkpoint_loads_values(tmp_path, strategy, where):
+    pretrained = write_pretrained(str(tmp_path / "pretrained" / "model.ckpt"))
+    config = RunConfig(model_dir=str(tmp_path / "run"), train_distribute=strategy,
+                       tpu_config=TPUConfig(iterations_per_loop=1))
+    est = TPUEstimator(model_fn=encoder_model_fn, config=config, train_batch_size=64,
+                       params={"init_checkpoint": str(tmp_path / "pretrained" / "model.ckpt"),
+                               "where": where})
+    est.train(models.digits_input_fn(64, flat=True), steps=1)  # lr 0: values stay.
+    reader = tf.train.load_checkpoint(str(tmp_path / "run" / "model.ckpt-0"))
+    np.testing.assert_array_equal(reader.get_tensor("bert/encoder/w"), pretrained["bert/encoder/w"])
+    np.testing.assert_array_equal(reader.get_tensor("bert/encoder/b"), pretrained["bert/encoder/b"])
+    np.testing.assert_array_equal(reader.get_tensor("head"), np.zeros([10], np.float32))
+
+
+def test_init_from_checkpoint_ignored_when_model_dir_has_checkpoint(tmp_path, strategy):
+    write_pretrained(str(tmp_path / "pretrained" / "model.ckpt"))
+    config = RunConfig(model_dir=str(tmp_path / "run"), train_distribute=strategy,
+                       tpu_config=TPUConfig(iterations_per_loop=1))
+    plain = TPUEstimator(model_fn=encoder_model_fn, config=config, train_batch_size=64,
+                         params={"where": "scaffold"})
+    plain.train(models.digits_input_fn(64, flat=True), steps=1)
+    again = TPUEstimator(model_fn=encoder_model_fn, config=config, train_batch_size=64,
+                         params={"init_checkpoint": str(tmp_path / "pretrained" / "model.ckpt"),
+                                 "where": "scaffold"})
+    again.train(models.digits_input_fn(64, flat=True), steps=1)
+    w = tf.train.load_checkpoint(again.latest_checkpoint()).get_tensor("bert/encoder/w")
+    np.testing.assert_array_equal(w, np.zeros([64, 10], np.float32))
+
+
+def test_scaffold_with_init_fn_is_a_clear_error(tmp_path):
+    def model_fn(features, labels, mode, params):
+        spec = encoder_model_fn(features, labels, mode, dict(params, where="x"))
+        return spec._replace(scaffold_fn=lambda: v1.train.Scaffold(init_fn=lambda s, sess: 0))
+
+    est = TPUEstimator(model_fn=model_fn, config=RunConfig(model_dir=str(tmp_path)),
+                       use_tpu=False, train_batch_size=64)
+    with pytest.raises(NotImplementedError, match=r"Scaffold with `init_fn`"):
+        est.train(models.digits_input_fn(64, flat=True), steps=1)
+
+
+@pytest.mark.parametrize("settings", [
+    lambda d: d,
+    lambda d: WarmStartSettings(d, vars_to_warm_start="bert/encoder/w.*",
+                                var_name_to_prev_var_name={}),
+])
+def test_warm_start_from(tmp_path, strategy, settings):
+    source = tmp_path / "source"
+    config = RunConfig(model_dir=str(source), train_distribute=strategy,
+                       tpu_config=TPUConfig(iterations_per_loop=1))
+    write_pretrained(str(tmp_path / "pretrained" / "model.ckpt"))
+    TPUEstimator(model_fn=encoder_model_fn, config=config, train_batch_size=64,
+                 params={"init_checkpoint": str(tmp_path / "pretrained" / "model.ckpt"),
+                         "where": "scaffold"}).train(
+        models.digits_input_fn(64, flat=True), steps=1)
+    target = RunConfig(model_dir=str(tmp_path / "target"), train_distribute=strategy,
+                       tpu_config=TPUConfig(iterations_per_loop=1))
+    est = TPUEstimator(model_fn=encoder_model_fn, config=target, train_batch_size=64,
+                       params={"where": "none"}, warm_start_from=settings(str(source)))
+    est.train(models.digits_input_fn(64, flat=True), steps=1)
+    src = tf.train.load_checkpoint(str(source / "model.ckpt-1"))
+    dst = tf.train.load_checkpoint(str(tmp_path / "target" / "model.ckpt-0"))
+    np.testing.assert_array_equal(dst.get_tensor("bert/encoder/w"), src.get_tensor("bert/encoder/w"))
+    assert dst.get_tensor("global_step") == 0  # Not a resume: only variables are copied.
