@@ -22,6 +22,7 @@ from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import config as config_lib
 from tpu_estimator_compat import cross_shard
 from tpu_estimator_compat import export as export_lib
+from tpu_estimator_compat import hooks as hooks_lib
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import keras_env
 from tpu_estimator_compat import loop as loop_lib
@@ -241,7 +242,7 @@ class TPUEstimator:
               saving_listeners: Sequence[Any] | None = None) -> "TPUEstimator":
         """Trains `steps` more steps, or up to global step `max_steps` (legacy semantics)."""
         _validate_steps(steps, max_steps, use_tpu=self._use_tpu)
-        _reject_hooks(hooks, "train")
+        hooks_lib.check_supported(list(hooks or ()))
         inputs_lib.check_input_fn_signature(input_fn)
         start_step = _step_of_latest(self._model_dir)
         if max_steps is not None and start_step >= max_steps:
@@ -264,16 +265,18 @@ class TPUEstimator:
             # Tracing creates the variables; only then can a checkpoint be restored.
             with warm_start_lib.capture_init_from_checkpoint(init_plan):
                 train_loop, record = self._train_loop(runtime, plan, iterator)
+            hook_runner = hooks_lib.HookRunner(list(hooks or ()) + list(record.hooks),
+                                               runtime.global_step)
             manager = self._checkpoint_manager(runtime)
             if manager.restore_latest() is None:
                 self._initialize_from_elsewhere(runtime, record, init_plan)
             step = int(runtime.global_step.numpy())
-            cadence = checkpoints_lib.SaveCadence(
-                save_steps=self._config.save_checkpoints_steps,
-                save_secs=self._config.save_checkpoints_secs)
-            policy = _SavePolicy(manager, cadence, saving_listeners or ())
+            policy = self._save_policy(runtime, hook_runner, saving_listeners)
             policy.begin(step)
-            listeners = [_TrainReporting(
+            hook_runner.begin(step)
+            if target is not None:
+                target = hook_runner.limit_target(target)
+            listeners = [_HookListener(hook_runner), policy, _TrainReporting(
                 summaries_lib.TrainSummaries(
                     self._model_dir, save_summary_steps=self._config.save_summary_steps,
                     log_step_count_steps=self._config.log_step_count_steps,
@@ -295,11 +298,32 @@ class TPUEstimator:
                 final = driver.run(target_step=target if target is not None else 2**62,
                                    iterations_per_loop=self._iterations_per_loop())
                 policy.end(final)
+                hook_runner.end()
             finally:
                 for listener in listeners:
                     listener.close()
         logging.info("Loss for final step: %s.", driver.last_loss)
         return self
+
+    def _save_policy(self, runtime: _Runtime, hook_runner: hooks_lib.HookRunner,
+                     saving_listeners: Sequence[Any] | None) -> "_SavePolicy":
+        """Legacy: a CheckpointSaverHook among the hooks replaces the default saver hook."""
+        listeners = list(saving_listeners or ())
+        custom = hook_runner.checkpoint_hooks()
+        if custom:
+            hook = custom[0]
+            manager = checkpoints_lib.CheckpointManager(
+                hook._checkpoint_dir, checkpoints_lib.V1Saver(runtime.registry.by_name()),  # pylint: disable=protected-access
+                keep_checkpoint_max=self._config.keep_checkpoint_max)
+            cadence = checkpoints_lib.SaveCadence(
+                save_steps=hook._timer._every_steps, save_secs=hook._timer._every_secs)  # pylint: disable=protected-access
+            listeners += list(hook._listeners)  # pylint: disable=protected-access
+        else:
+            manager = self._checkpoint_manager(runtime)
+            cadence = checkpoints_lib.SaveCadence(
+                save_steps=self._config.save_checkpoints_steps,
+                save_secs=self._config.save_checkpoints_secs)
+        return _SavePolicy(manager, cadence, listeners)
 
     def _host_call_every_n(self) -> int:
         return self._config.tpu_config.experimental_host_call_every_n_steps or 1
@@ -362,14 +386,14 @@ class TPUEstimator:
         """
         if steps is not None and (isinstance(steps, bool) or steps <= 0):
             raise ValueError(f"Must specify steps > 0, given: {steps}.")
-        _reject_hooks(hooks, "evaluate")
+        hooks_lib.check_supported(list(hooks or ()))
         on_tpu = self._use_tpu and self._eval_on_tpu
         if on_tpu and self._batch_sizes[ModeKeys.EVAL] is None:
             raise ValueError(
                 "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate "
                 "is running on TPU. Pass eval_batch_size=..., or eval_on_tpu=False.")
         checkpoint = self._checkpoint_to_use(checkpoint_path, "evaluate")
-        session = self._inference_session(ModeKeys.EVAL, input_fn, checkpoint, on_tpu)
+        session = self._inference_session(ModeKeys.EVAL, input_fn, checkpoint, on_tpu, hooks)
         record = session.record
         metrics = None
         if record.metric_fn is not None:
@@ -401,14 +425,15 @@ class TPUEstimator:
                 hooks: Sequence[Any] | None = None, checkpoint_path: str | None = None,
                 yield_single_examples: bool = True) -> Iterator[Any]:
         """Yields predictions for every example of input_fn, once each, in order."""
-        _reject_hooks(hooks, "predict")
+        hooks_lib.check_supported(list(hooks or ()))
         on_tpu = self._use_tpu
         if on_tpu and self._batch_sizes[ModeKeys.PREDICT] is None:
             raise ValueError(
                 "predict_batch_size in TPUEstimator constructor cannot be `None` if "
                 ".predict is running on TPU. Pass predict_batch_size=....")
         checkpoint = self._checkpoint_to_use(checkpoint_path, "predict")
-        session = self._inference_session(ModeKeys.PREDICT, input_fn, checkpoint, on_tpu)
+        session = self._inference_session(ModeKeys.PREDICT, input_fn, checkpoint, on_tpu,
+                                          hooks)
         keys = list(session.record.prediction_keys)
         wanted = _select_keys(keys, predict_keys)
         for result in session.chunks(None):
@@ -472,7 +497,8 @@ class TPUEstimator:
         return latest
 
     def _inference_session(self, mode: str, input_fn: Callable[..., Any],
-                           checkpoint: str | None, on_tpu: bool) -> "_InferenceSession":
+                           checkpoint: str | None, on_tpu: bool,
+                           hooks: Sequence[Any] | None) -> "_InferenceSession":
         inputs_lib.check_input_fn_signature(input_fn)
         runtime = self._runtime(mode)
         plan = self._plan(mode, runtime.strategy)
@@ -501,8 +527,10 @@ class TPUEstimator:
             if checkpoint is not None:
                 checkpoints_lib.V1Saver(runtime.registry.by_name()).restore(checkpoint)
             runtime.registry.reset_local_variables()
+        runner = hooks_lib.HookRunner(list(hooks or ()) + list(record.hooks),
+                                      runtime.global_step)
         return _InferenceSession(runtime, inference, record, iterator,
-                                 self._iterations_per_loop())
+                                 self._iterations_per_loop(), runner)
 
     def _iterations_per_loop(self) -> int:
         parsed = self._config.tpu_config.parsed_iterations_per_loop
@@ -522,19 +550,28 @@ class _InferenceSession:
     record: replica_step.TraceRecord
     iterator: Any
     iterations_per_loop: int
+    hooks: hooks_lib.HookRunner
 
     def chunks(self, steps: int | None) -> Iterator[loop_lib.InferenceResult]:
-        """Runs loops of up to iterations_per_loop steps until `steps` or end of input."""
+        """Runs loops of up to iterations_per_loop steps until `steps` or end of input.
+
+        Hooks see one before_run/after_run per loop, as on legacy TPU.
+        """
         done = 0
+        step = int(self.runtime.global_step.numpy())
+        self.hooks.begin(step)
         while steps is None or done < steps:
             n = self.iterations_per_loop if steps is None else min(
                 self.iterations_per_loop, steps - done)
+            self.hooks.before_loop(step)
             with self.runtime.scope():
                 result = self.loop(self.iterator, n)
             done += result.steps_run
+            stop = self.hooks.after_loop(step, result.losses)
             yield result
-            if result.steps_run < n:
-                return
+            if result.steps_run < n or stop:
+                break
+        self.hooks.end()
 
 
 def _call_for_export(caller: replica_step.ModelFnCaller, features: Any, labels: Any,
@@ -560,11 +597,20 @@ def _select_keys(keys: list[str], predict_keys: Sequence[str] | None) -> list[st
     return list(predict_keys)
 
 
-def _reject_hooks(hooks: Sequence[Any] | None, method: str) -> None:
-    if hooks:
-        raise NotImplementedError(
-            f"`hooks` ({list(hooks)}) are not supported yet by tpu_estimator_compat.{method}; "
-            "remove them.")
+class _HookListener:
+    """Adapts the hook runner to the driver's loop listener interface."""
+
+    def __init__(self, runner: hooks_lib.HookRunner) -> None:
+        self._runner = runner
+
+    def before_loop(self, step: int) -> None:
+        self._runner.before_loop(step)
+
+    def after_loop(self, step: int, result: loop_lib.LoopResult, seconds: float) -> bool:
+        return self._runner.after_loop(step, result.losses)
+
+    def close(self) -> None:
+        pass
 
 
 class _TrainReporting:
@@ -603,6 +649,7 @@ class _SavePolicy:
         self._cadence = cadence
         self._listeners = list(listeners)
         self._last_saved: int | None = None
+        self.stop_requested = False
 
     def begin(self, step: int) -> None:
         for listener in self._listeners:
@@ -624,7 +671,15 @@ class _SavePolicy:
         for listener in self._listeners:
             if listener.after_save(None, step):
                 logging.info("A CheckpointSaverListener requested a stop.")
+                self.stop_requested = True
         return path
+
+    def after_loop(self, step: int, result: loop_lib.LoopResult, seconds: float) -> bool:
+        """Driver listener: legacy stopped training when a saving listener asked to."""
+        return self.stop_requested
+
+    def close(self) -> None:
+        pass
 
     def end(self, step: int) -> None:
         if self._cadence.enabled and self._last_saved != step:

@@ -116,7 +116,10 @@ class CheckpointPolicy(Protocol):
 
 
 class LoopListener(Protocol):
-    """Called by the driver at loop granularity; hooks and progress reporting plug in here."""
+    """Called by the driver at loop granularity; hooks and progress reporting plug in here.
+
+    A listener may also define `before_loop(step)`, called before each loop runs.
+    """
 
     def after_loop(self, step: int, result: LoopResult, seconds: float) -> bool | None:
         """Returns True to request a stop."""
@@ -142,6 +145,10 @@ class TrainDriver:
         step = self.read_step()
         while step < target_step:
             n = min(target_step - step, iterations_per_loop)
+            for listener in self.listeners:
+                before = getattr(listener, "before_loop", None)
+                if before is not None:
+                    before(step)
             start = self.clock()
             result = self.run_steps(n)
             seconds = max(self.clock() - start, 1e-9)

@@ -200,6 +200,7 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
         with variables_lib.replica_scope(registry, global_step):
             spec = caller(features, labels, ModeKeys.EVAL, batch_size)
             _check_eval_spec(spec)
+            record.observe(spec)
             outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
             eval_metrics = getattr(spec, "eval_metrics", None)
             if eval_metrics is not None:
@@ -240,6 +241,7 @@ def make_predict_step(caller: ModelFnCaller, registry: variables_lib.VariableReg
     def predict_step(features: Any, labels: Any) -> dict[str, Any]:
         with variables_lib.replica_scope(registry, global_step):
             spec = caller(features, labels, ModeKeys.PREDICT, batch_size)
+            record.observe(spec)
             record.predictions_are_dict = isinstance(spec.predictions, dict)
             predictions = _check_predictions(spec.predictions)
             record.prediction_keys = tuple(sorted(predictions))  # tf.nest.flatten order.

@@ -1,0 +1,138 @@
+"""SessionRunHooks at loop granularity: call order, step values, the reshaped built-ins."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import models
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+
+v1 = tf.compat.v1
+
+
+class RecordingHook(v1.train.SessionRunHook):
+    """A user's own hook: records every call with what it saw."""
+
+    def __init__(self):
+        self.calls = []
+
+    def begin(self):
+        self._step = v1.train.get_global_step()
+        self.calls.append(("begin", self._step is not None))
+
+    def after_create_session(self, session, coord):
+        self.calls.append(("after_create_session", int(session.run(self._step))))
+
+    def before_run(self, run_context):
+        self.calls.append(("before_run",))
+        return v1.train.SessionRunArgs({"step": self._step, "loss": "loss"})
+
+    def after_run(self, run_context, run_values):
+        self.calls.append(("after_run", int(run_values.results["step"]),
+                           bool(np.isfinite(run_values.results["loss"]))))
+
+    def end(self, session):
+        self.calls.append(("end", int(session.run(self._step))))
+
+
+def make(model_dir, strategy, model_fn=models.linear_model_fn, ipl=4, **kwargs):
+    config = RunConfig(model_dir=str(model_dir), train_distribute=strategy,
+                       eval_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=ipl),
+                       **kwargs)
+    return TPUEstimator(model_fn=model_fn, config=config, train_batch_size=64,
+                        eval_batch_size=64)
+
+
+def test_user_hook_order_and_steps(tmp_path, strategy):
+    hook = RecordingHook()
+    make(tmp_path, strategy).train(models.digits_input_fn(256, flat=True), steps=10,
+                                   hooks=[hook])
+    assert hook.calls == [
+        ("begin", True), ("after_create_session", 0),
+        ("before_run",), ("after_run", 4, True),
+        ("before_run",), ("after_run", 8, True),
+        ("before_run",), ("after_run", 10, True),
+        ("end", 10)]
+
+
+def test_request_stop_ends_training(tmp_path, strategy):
+    class StopAfterFirstLoop(v1.train.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            run_context.request_stop()
+
+    est = make(tmp_path, strategy)
+    est.train(models.digits_input_fn(256, flat=True), steps=10, hooks=[StopAfterFirstLoop()])
+    assert tf.train.load_checkpoint(est.latest_checkpoint()).get_tensor("global_step") == 4
+
+
+@pytest.mark.parametrize("kwargs, expected", [({"num_steps": 6}, 6), ({"last_step": 5}, 5)])
+def test_stop_at_step_hook(tmp_path, strategy, kwargs, expected):
+    est = make(tmp_path, strategy)
+    est.train(models.digits_input_fn(256, flat=True), steps=100,
+              hooks=[v1.train.StopAtStepHook(**kwargs)])
+    assert tf.train.load_checkpoint(est.latest_checkpoint()).get_tensor("global_step") == expected
+
+
+def nan_in_fourth_batch_input_fn(params):
+    """Batches of real digits; the 4th batch has NaN features, so step 4's loss is NaN."""
+    x, y = models.digits(64 * 8, flat=True)
+    x = x.copy()
+    x[64 * 3:64 * 4] = np.nan
+    batch = params["batch_size"]
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch, drop_remainder=True)
+
+
+def test_nan_tensor_hook_names_the_step(tmp_path, strategy):
+    est = make(tmp_path, strategy, ipl=2)
+    with pytest.raises(v1.train.NanLossDuringTrainingError, match=r"global step 4\."):
+        est.train(nan_in_fourth_batch_input_fn, steps=8,
+                  hooks=[v1.train.NanTensorHook("loss")])
+
+
+def test_logging_tensor_hook_and_training_hooks_from_spec(tmp_path, strategy):
+    recorder = RecordingHook()
+
+    def model_fn(features, labels, mode, params):
+        spec = models.linear_model_fn(features, labels, mode, params)
+        return spec._replace(training_hooks=[recorder])
+
+    est = make(tmp_path, strategy, model_fn)
+    est.train(models.digits_input_fn(256, flat=True), steps=8, hooks=[
+        v1.train.LoggingTensorHook({"loss": "loss", "step": "global_step"}, every_n_iter=4)])
+    assert [c for c in recorder.calls if c[0] == "after_run"] == [
+        ("after_run", 4, True), ("after_run", 8, True)]
+
+
+def test_checkpoint_saver_hook_replaces_default(tmp_path, strategy):
+    other = tmp_path / "other"
+    est = make(tmp_path / "model", strategy, ipl=2, save_checkpoints_steps=1000)
+    est.train(models.digits_input_fn(256, flat=True), steps=6, hooks=[
+        v1.train.CheckpointSaverHook(str(other), save_steps=4)])
+    index = sorted(f for f in os.listdir(other) if f.endswith(".index"))
+    assert index == ["model.ckpt-0.index", "model.ckpt-4.index", "model.ckpt-6.index"]
+
+
+def test_unsupported_builtin_hook_refused_before_training(tmp_path):
+    est = make(tmp_path, None)
+    with pytest.raises(NotImplementedError, match=r"`SummarySaverHook` is not supported"):
+        est.train(models.digits_input_fn(256, flat=True), steps=2, hooks=[
+            v1.train.SummarySaverHook(save_steps=1, output_dir=str(tmp_path),
+                                      summary_op=tf.constant(""))])
+    assert not os.path.exists(os.path.join(str(tmp_path), "checkpoint"))
+
+
+def test_evaluation_hooks_once_per_loop(tmp_path, strategy):
+    est = make(tmp_path, strategy, models.linear_full_model_fn, ipl=2)
+    est.train(models.digits_input_fn(256, flat=True), steps=2)
+    hook = RecordingHook()
+
+    def input_fn(params):
+        x, y = models.digits(300, flat=True)
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(params["batch_size"])
+
+    est.evaluate(input_fn, hooks=[hook])
+    # 300 rows at 64 per step = 5 steps: loops of 2, 2, 1.
+    assert [c[0] for c in hook.calls].count("before_run") == 3
+    assert hook.calls[0] == ("begin", True) and hook.calls[-1] == ("end", 2)
