@@ -1,0 +1,51 @@
+"""The parity recipes for the repo's legacy models: one small, fast, repeatable run each.
+
+Plain dicts (fields of `tpu_estimator_compat.parity.Recipe`), so the legacy interpreter can
+load this file without importing the package. The recorder (record.py, legacy venv) writes
+one golden directory per recipe under tests/goldens/<name>/, including a copy of the recipe;
+tests/test_parity.py replays from those copies, never from this file.
+
+Sizes are chosen so that the 8-replica replay of every recipe fits the default test run on a
+2-core machine: global batch 64 (8 per replica), 30 train steps in loops of 10, checkpoints
+every 10 steps.
+"""
+
+# The mnist_tpu CNN as the script builds it (28x28 digits, conv 32/64, dense 1024). Dropout 0.4
+# runs at rate 0: its masks come from op seeds that differ between a TF1 graph and a traced
+# tf.function, so no two stacks can draw the same ones.
+MNIST = dict(
+    name="mnist",
+    module="legacy_models/mnist/mnist_tpu.py",
+    params={"data_dir": ""},
+    flags={"learning_rate": 0.05},
+    use_tpu_flag="use_tpu",
+    zero_dropout=True,
+    train_batch_size=64,
+    eval_batch_size=64,
+    predict_batch_size=64,
+    train_steps=30,
+    iterations_per_loop=10,
+    save_checkpoints_steps=10,
+    full_eval_steps=4,  # 297 test digits: 4 full batches of 64, then 41.
+    num_predictions=10,
+)
+
+# A few-kB CNN whose legacy model_dir is committed for the checkpoint-interop tests: Momentum
+# slots, exponential decay, `use_tpu` from params, seeded shuffle before repeat.
+TINY_CNN = dict(
+    name="tiny_cnn",
+    module="tests/legacy_recorder/tiny_cnn.py",
+    params={"learning_rate": 0.05},
+    zero_dropout=False,
+    train_batch_size=64,
+    eval_batch_size=64,
+    predict_batch_size=16,
+    train_steps=30,
+    iterations_per_loop=10,
+    save_checkpoints_steps=10,
+    full_eval_steps=9,  # 597 test digits: 9 full batches of 64, then 21.
+    num_predictions=24,
+    resume_steps=10,
+)
+
+RECIPES = {r["name"]: r for r in (MNIST, TINY_CNN)}
