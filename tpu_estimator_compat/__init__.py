@@ -11,6 +11,7 @@ from tpu_estimator_compat import keras_env as _keras_env
 
 _keras_env.prefer_legacy_keras()
 
+from tpu_estimator_compat.aliases import install_aliases  # noqa: E402
 from tpu_estimator_compat.config import InputPipelineConfig  # noqa: E402
 from tpu_estimator_compat.config import RunConfig  # noqa: E402
 from tpu_estimator_compat.config import TPUConfig  # noqa: E402
@@ -18,13 +19,26 @@ from tpu_estimator_compat.estimator import TPUEstimator  # noqa: E402
 from tpu_estimator_compat.spec import EstimatorSpec  # noqa: E402
 from tpu_estimator_compat.spec import ModeKeys  # noqa: E402
 from tpu_estimator_compat.spec import TPUEstimatorSpec  # noqa: E402
+from tpu_estimator_compat.training import BestExporter  # noqa: E402
+from tpu_estimator_compat.training import EvalSpec  # noqa: E402
+from tpu_estimator_compat.training import LatestExporter  # noqa: E402
+from tpu_estimator_compat.training import TrainSpec  # noqa: E402
+from tpu_estimator_compat.training import train_and_evaluate  # noqa: E402
+from tpu_estimator_compat.warm_start import WarmStartSettings  # noqa: E402
 
 __all__ = [
+    "BestExporter",
     "EstimatorSpec",
+    "EvalSpec",
     "InputPipelineConfig",
+    "LatestExporter",
     "ModeKeys",
     "RunConfig",
     "TPUConfig",
     "TPUEstimator",
     "TPUEstimatorSpec",
+    "TrainSpec",
+    "WarmStartSettings",
+    "install_aliases",
+    "train_and_evaluate",
 ]
