@@ -1260,8 +1260,9 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ, **REPEATABLE_ENV)
     for key, value in _QUIET_ENV.items():
         env.setdefault(key, value)
-    # The legacy interpreter must not see this venv's packages.
-    for key in ("PYTHONHOME", "VIRTUAL_ENV"):
+    # The legacy interpreter must not see this venv's packages, nor its Keras choice
+    # (TF 2.15 has Keras 2 built in; TF_USE_LEGACY_KERAS there asks for a missing tf_keras).
+    for key in ("PYTHONHOME", "VIRTUAL_ENV", "TF_USE_LEGACY_KERAS"):
         env.pop(key, None)
     return env
 

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Re-records every parity golden under tests/goldens/ in one command:
+#
+#   bash dev/record_goldens.sh            # all recipes in tests/legacy_recorder/recipes.py
+#   bash dev/record_goldens.sh mnist      # some of them
+#
+# 1. builds .venv-legacy (TF 2.15.1 + tensorflow-estimator 2.15.0) if needed;
+# 2. records each recipe on the real legacy TPUEstimator (tests/legacy_recorder/record.py);
+# 3. trains each recipe on the shim and evaluates that checkpoint on the legacy stack, storing
+#    the result as tests/goldens/<name>/shim_to_legacy.json.
+# The default test run reads the goldens and never needs the legacy venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash dev/build_legacy_venv.sh
+[ -x .venv/bin/python ] || bash dev/setup.sh
+models="$(IFS=,; echo "$*")"
+export TF_CPP_MIN_LOG_LEVEL=2
+.venv-legacy/bin/python tests/legacy_recorder/record.py --models="$models"
+for dir in tests/goldens/*/; do
+  name="$(basename "$dir")"
+  if [ -n "$models" ] && [[ ",$models," != *",$name,"* ]]; then continue; fi
+  .venv/bin/python -m tpu_estimator_compat.parity shim-to-legacy --golden_dir="$dir" \
+    --legacy_python=.venv-legacy/bin/python --write
+done
+du -sh tests/goldens

@@ -1,0 +1,94 @@
+"""Checkpoint interop with the real legacy stack, both directions.
+
+Legacy -> shim (default run): tests/goldens/tiny_cnn/legacy_model_dir/ is a model_dir written
+by TF 2.15.1's TPUEstimator at global step 30 (Momentum slots included). The shim resumes it
+and trains 10 more steps; the losses and final weights must equal, bit for bit, the legacy
+run continued from the same model_dir (recorded in the golden).
+
+Shim -> legacy (`-m legacy`, needs .venv-legacy): a checkpoint written by the shim is restored
+by the legacy stack, whose evaluate() and predict() must give the shim's results. The same
+run is recorded as tests/goldens/<name>/shim_to_legacy.json by dev/record_goldens.sh; the
+default run checks that recorded result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tpu_estimator_compat import parity
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDENS = ROOT / "tests" / "goldens"
+INTEROP_MODEL = GOLDENS / "tiny_cnn"
+LEGACY_PYTHON = ROOT / ".venv-legacy" / "bin" / "python"
+S2L_MODELS = sorted(d.name for d in GOLDENS.iterdir() if (d / parity.INTEROP_JSON).exists())
+
+
+def _parity(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **parity.REPEATABLE_ENV, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-m", "tpu_estimator_compat.parity", *args],
+                            cwd=cwd, env=env, capture_output=True, text=True)
+    print(result.stdout)
+    return result
+
+
+def test_committed_model_dir_is_a_legacy_checkpoint():
+    model_dir = INTEROP_MODEL / parity.LEGACY_MODEL_DIR
+    latest = tf.train.latest_checkpoint(str(model_dir))
+    assert latest is not None and latest.endswith("model.ckpt-30")
+    reader = tf.train.load_checkpoint(latest)
+    names = reader.get_variable_to_shape_map()
+    assert reader.get_tensor("global_step") == 30
+    assert "dense/kernel/Momentum" in names
+    size = sum(f.stat().st_size for f in model_dir.iterdir())
+    assert size < 100_000, size
+
+
+def test_legacy_model_dir_resumes_on_shim_bit_exact(tmp_path):
+    result = _parity("resume", f"--golden_dir={INTEROP_MODEL}", f"--work_dir={tmp_path}",
+                     f"--out={tmp_path / 'out'}")
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+    _, golden = parity.load_golden(str(INTEROP_MODEL))
+    replay = parity.Record.load(str(tmp_path / "out"))
+    assert replay.data["resume/checkpoint_steps"] == golden.data["resume/checkpoint_steps"]
+    assert len(replay.data["resume/losses"]) == 10
+    assert replay.data["resume/losses"] == golden.data["resume/losses"]
+
+
+@pytest.mark.parametrize("model", S2L_MODELS)
+def test_recorded_shim_to_legacy_result(model):
+    """The recorded run: legacy evaluate() of the shim's checkpoint equals the shim's own."""
+    with open(GOLDENS / model / parity.INTEROP_JSON) as f:
+        recorded = json.load(f)
+    assert recorded["ok"], recorded["report"]
+    assert recorded["legacy_versions"].get(
+        "tensorflow-cpu", recorded["legacy_versions"].get("tensorflow")).startswith("2.15.")
+    assert recorded["legacy_eval_of_shim_checkpoint"] == recorded["shim_eval"]
+    # The shim checkpoint that legacy restored is the one 1-replica parity reproduces.
+    _, golden = parity.load_golden(str(GOLDENS / model))
+    assert recorded["shim_checkpoint_sha256"] == {
+        name: entry["sha256"] for name, entry in golden.data["checkpoint"].items()}
+
+
+@pytest.mark.legacy
+@pytest.mark.parametrize("model", sorted(d.name for d in GOLDENS.iterdir()
+                                         if (d / parity.RECIPE_JSON).exists()))
+def test_shim_checkpoint_restores_on_legacy(model, tmp_path):
+    if not LEGACY_PYTHON.exists():
+        pytest.skip("needs .venv-legacy: bash dev/build_legacy_venv.sh")
+    result = _parity("shim-to-legacy", f"--golden_dir={GOLDENS / model}",
+                     f"--legacy_python={LEGACY_PYTHON}", f"--work_dir={tmp_path}")
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+    recorded_path = GOLDENS / model / parity.INTEROP_JSON
+    if recorded_path.exists():
+        recorded = json.loads(recorded_path.read_text())
+        assert "PASS" in result.stdout
+        assert str(recorded["legacy_eval_of_shim_checkpoint"]["loss"]["value"]) in result.stdout
