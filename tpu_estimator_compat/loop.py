@@ -26,6 +26,7 @@ import tensorflow as tf
 from absl import logging
 
 from tpu_estimator_compat import inputs as inputs_lib
+from tpu_estimator_compat import progress
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +137,7 @@ class TrainDriver:
     examples_per_step: int | None = None
     clock: Callable[[], float] = time.monotonic
     last_loss: float | None = None
+    _target: int | None = None
 
     def run(self, *, target_step: int, iterations_per_loop: int) -> int:
         """Trains until the global step reaches `target_step` or input runs out.
@@ -143,6 +145,7 @@ class TrainDriver:
         Returns the final global step.
         """
         step = self.read_step()
+        self._target = target_step if target_step < 2**61 else None
         while step < target_step:
             n = min(target_step - step, iterations_per_loop)
             for listener in self.listeners:
@@ -170,10 +173,10 @@ class TrainDriver:
             return
         self.last_loss = result.last_loss
         rate = result.steps_run / seconds
-        examples = (f", examples/sec = {rate * self.examples_per_step:.4g}"
-                    if self.examples_per_step else "")
-        logging.info("global_step = %d, loss = %.6g, global_step/sec = %.4g%s", step,
-                     result.last_loss, rate, examples)
+        progress.report(step=step, target=self._target, loss=result.last_loss,
+                        steps_per_sec=rate,
+                        examples_per_sec=rate * self.examples_per_step
+                        if self.examples_per_step else None)
 
 
 @dataclasses.dataclass(frozen=True)
