@@ -16,6 +16,8 @@ setuptools.setup(
         "tensorflow>=2.16,<2.22",
         "tf-keras>=2.16,<2.22",
         "absl-py",
+        # Serves tf.contrib.layers/framework/metrics/slim under their legacy variable names.
+        "tf-slim>=1.1",
     ],
     extras_require={
         "test": ["pytest", "hypothesis", "scikit-learn"],

@@ -1,0 +1,452 @@
+"""Legacy names for unchanged TF1 scripts: `tf.estimator`, `tf.contrib.*`, a safe TPU resolver.
+
+    import tpu_estimator_compat
+    tpu_estimator_compat.install_aliases()
+    import tensorflow.compat.v1 as tf
+    from tensorflow.compat.v1 import estimator as tf_estimator   # now resolves
+    tf_estimator.tpu.TPUEstimator is tpu_estimator_compat.TPUEstimator   # True
+
+This module owns the alias namespaces (`tf.compat.v1.estimator` with `tpu` and `export`,
+`tf.compat.v1.contrib` with the submodules TPU models used), the `TPUClusterResolver` that
+returns a no-TPU stand-in instead of raising when there is no TPU, and `install_aliases()`, the
+one function that puts them onto the real TensorFlow modules. Nothing happens at import time.
+It must not know about scripts, import hooks or TF1 mode (`tf1_mode.py`), nor how the
+estimator runs: it only maps legacy names onto this library, TensorFlow and tf-slim.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import threading
+import types
+from typing import Any, Callable, Iterable, Mapping
+
+import tensorflow as tf
+from absl import logging
+
+_ESTIMATOR_MODULE = "tensorflow.compat.v1.estimator"
+_ESTIMATOR_MODULE_NAMES = (_ESTIMATOR_MODULE, "tensorflow.estimator")
+_CONTRIB_MODULE = "tensorflow.contrib"
+_DMI_PRODUCT_NAME = "/sys/class/dmi/id/product_name"
+_GUIDE = "migration_guide/launcher.md"
+
+# Legacy `tf.estimator` re-exported these `tf.compat.v1.train` session hooks under its own name.
+_V1_TRAIN_HOOK_NAMES = (
+    "CheckpointSaverHook", "CheckpointSaverListener", "FeedFnHook", "FinalOpsHook",
+    "GlobalStepWaiterHook", "LoggingTensorHook", "NanLossDuringTrainingError", "NanTensorHook",
+    "ProfilerHook", "SecondOrStepTimer", "SessionRunArgs", "SessionRunContext", "SessionRunHook",
+    "SessionRunValues", "StepCounterHook", "StopAtStepHook", "SummarySaverHook")
+
+_EXPORT_NAMES = (
+    "ClassificationOutput", "ExportOutput", "PredictOutput", "RegressionOutput",
+    "ServingInputReceiver", "TensorServingInputReceiver",
+    "build_parsing_serving_input_receiver_fn", "build_raw_serving_input_receiver_fn")
+
+_TPU_ESTIMATOR_NAMES = (
+    "InputPipelineConfig", "RunConfig", "TPUConfig", "TPUEstimator", "TPUEstimatorSpec")
+
+# Aliased from the library when present at `install_aliases()` time, else a stub that raises.
+_TRAINING_NAMES = ("train_and_evaluate", "TrainSpec", "EvalSpec", "LatestExporter",
+                   "BestExporter", "WarmStartSettings")
+
+_ESTIMATOR_HINT = (
+    "tpu_estimator_compat re-implements TPUEstimator only: the plain `Estimator` and the "
+    "canned estimators are not provided. Run a plain model_fn with "
+    "`tf.estimator.tpu.TPUEstimator(..., use_tpu=False)`.")
+
+
+class LegacySymbolError(AttributeError):
+    """A legacy TF1 name that no alias serves; the message names it and says what to do.
+
+    An AttributeError so that `hasattr()` and `getattr(x, name, default)` keep working.
+    """
+
+
+class AliasNamespace(types.ModuleType):
+    """A module of aliases whose unknown names fail with a message naming the legacy symbol.
+
+    Members come from `members` first and then from each of `sources` in order, so a namespace
+    can list the names this library serves and defer everything else to a maintained module.
+    """
+
+    def __init__(self, name: str, display_name: str, doc: str,
+                 members: Mapping[str, Any] | None = None,
+                 sources: Iterable[Callable[[], Any]] = (),
+                 hint: str = "") -> None:
+        super().__init__(name, doc)
+        self.__dict__.update(members or {})
+        self.__dict__["_alias_display_name"] = display_name
+        self.__dict__["_alias_sources"] = tuple(sources)
+        self.__dict__["_alias_hint"] = hint
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
+        for source in self._alias_sources:
+            value = getattr(source(), attr, _MISSING)
+            if value is not _MISSING:
+                return value
+        raise LegacySymbolError(f"`{self._alias_display_name}.{attr}` is not available on "
+                                f"TensorFlow 2 through tpu_estimator_compat. {self._alias_hint}")
+
+    def __dir__(self) -> list[str]:
+        names = set(super().__dir__())
+        for source in self._alias_sources:
+            names.update(n for n in dir(source()) if not n.startswith("_"))
+        return sorted(names)
+
+    def __repr__(self) -> str:
+        return f"<alias module {self._alias_display_name!r} (tpu_estimator_compat)>"
+
+
+_MISSING = object()
+
+
+# ---------------------------------------------------------------------------------------------
+# TPUClusterResolver that does not crash an unchanged script on a machine without a TPU.
+# ---------------------------------------------------------------------------------------------
+
+
+def _real_resolver_class() -> type:
+    return tf.distribute.cluster_resolver.TPUClusterResolver
+
+
+class NoTPUClusterResolver(tf.distribute.cluster_resolver.TPUClusterResolver):
+    """What `TPUClusterResolver(...)` returns when there is no TPU to resolve.
+
+    A legacy script builds the resolver unconditionally and passes it on as
+    `RunConfig(cluster=...)`. This stand-in reports the local master (`''`) and an empty
+    cluster, so `RunConfig` and `get_master()` callers see "no remote TPU"; anything that
+    needs the TPU itself (TensorFlow's TPU initialisation, which the estimator's strategy
+    choice tries) raises ValueError with `no_tpu_reason`, and the estimator falls back to GPUs
+    or the CPU. It subclasses the real resolver so `isinstance` checks in scripts and in
+    TensorFlow accept it; the real constructor, which would contact Google Cloud, never runs.
+    """
+
+    def __init__(self, tpu: Any, reason: str) -> None:  # pylint: disable=super-init-not-called
+        self.tpu = tpu
+        self.no_tpu_reason = reason
+        self.task_type = "worker"
+        self.task_id = 0
+        self.rpc_layer = None
+
+    def _no_tpu(self) -> ValueError:
+        return ValueError(self.no_tpu_reason)
+
+    @property
+    def _tpu(self) -> str:  # Read by tf.tpu.experimental.initialize_tpu_system.
+        raise self._no_tpu()
+
+    @property
+    def tpu_hardware_feature(self) -> Any:
+        raise self._no_tpu()
+
+    def get_tpu_system_metadata(self) -> Any:
+        raise self._no_tpu()
+
+    def cluster_spec(self) -> tf.train.ClusterSpec:
+        return tf.train.ClusterSpec({})
+
+    def master(self, task_type: str | None = None, task_id: int | None = None,
+               rpc_layer: str | None = None) -> str:
+        del task_type, task_id, rpc_layer  # There is one answer: the local process.
+        return ""
+
+    get_master = master  # The TF1 resolver's name for `master`.
+
+    def get_job_name(self) -> str:
+        return self.task_type
+
+    def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
+                         config_proto: Any = None) -> dict[str, int]:
+        del task_type, task_id, config_proto
+        return {}
+
+    @property
+    def environment(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        return f"NoTPUClusterResolver(tpu={self.tpu!r})"
+
+
+def _on_google_cloud() -> bool:
+    """True on a GCE VM (where the real resolver may ask the metadata server), read offline."""
+    if os.environ.get("GCE_METADATA_HOST") or os.environ.get("GCE_METADATA_IP"):
+        return True
+    try:
+        with open(_DMI_PRODUCT_NAME, encoding="utf-8") as f:
+            return "Google" in f.read()
+    except OSError:
+        return False
+
+
+def _has_local_tpu() -> bool:
+    return bool(tf.config.list_physical_devices("TPU"))
+
+
+def _reason_not_to_try(tpu: Any) -> str | None:
+    """Why the real resolver must not be built for `tpu`, or None to try it.
+
+    The real resolver asks the GCE metadata server for the project and zone of any named TPU
+    and for the name itself when none is given. Off Google Cloud that is a network call that
+    can only fail (slowly), so it is skipped; an explicit `grpc://` address and a local TPU
+    are tried.
+    """
+    name = tpu[0] if isinstance(tpu, (list, tuple)) and len(tpu) == 1 else tpu
+    if isinstance(name, bytes):
+        name = name.decode("utf-8")
+    if isinstance(name, str) and name.startswith("grpc://"):
+        return None
+    if _has_local_tpu():
+        return None
+    if name == "local":
+        return "tpu='local' but this machine has no TPU devices"
+    if _on_google_cloud():
+        return None
+    return "no TPU devices here and not on Google Cloud, so there is no TPU to resolve"
+
+
+class _ResolverMeta(type):
+    """Makes `isinstance(r, TPUClusterResolver)` true for what the factory returns."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, _real_resolver_class())
+
+
+class TPUClusterResolver(metaclass=_ResolverMeta):
+    """`TPUClusterResolver(tpu, zone, project, ...)` that never fails for lack of a TPU.
+
+    Returns the real `tf.distribute.cluster_resolver.TPUClusterResolver` when a TPU can be
+    resolved, else a `NoTPUClusterResolver` (logged once per call), so a legacy script that
+    constructs a resolver unconditionally still runs on a laptop.
+    """
+
+    def __new__(cls, tpu: Any = None, zone: str | None = None, project: str | None = None,
+                *args: Any, **kwargs: Any) -> Any:
+        reason = _reason_not_to_try(tpu)
+        if reason is None:
+            try:
+                return _real_resolver_class()(tpu, zone, project, *args, **kwargs)
+            except Exception as e:  # pylint: disable=broad-except
+                # Any failure to resolve (no name, unknown TPU, no credentials) means "no TPU
+                # here": the estimator falls back, as the script's author expects off-TPU.
+                reason = f"{type(e).__name__}: {e}"
+        logging.warning("TPUClusterResolver(tpu=%r) found no TPU (%s); returning a "
+                        "NoTPUClusterResolver so the estimator falls back to GPUs or the CPU.",
+                        tpu, reason)
+        return NoTPUClusterResolver(tpu, reason)
+
+
+# ---------------------------------------------------------------------------------------------
+# tf.estimator
+# ---------------------------------------------------------------------------------------------
+
+
+def _not_implemented(name: str) -> Callable[..., Any]:
+    def missing(*args: Any, **kwargs: Any) -> Any:
+        del args, kwargs
+        raise NotImplementedError(
+            f"`tf.estimator.{name}` is not implemented by this version of tpu_estimator_compat;"
+            f" it was called. Call `estimator.train(...)` and `estimator.evaluate(...)` "
+            f"yourself instead.")
+
+    missing.__name__ = name
+    missing.__qualname__ = name
+    return missing
+
+
+def _library_symbol(name: str) -> Any:
+    """Finds `name` in the library (package, `training` or `estimator` module), else a stub."""
+    import tpu_estimator_compat
+
+    value = getattr(tpu_estimator_compat, name, None)
+    for module_name in ("tpu_estimator_compat.training", "tpu_estimator_compat.estimator"):
+        if value is not None:
+            break
+        if importlib.util.find_spec(module_name) is not None:
+            value = getattr(importlib.import_module(module_name), name, None)
+    if value is None:
+        logging.debug("tf.estimator.%s is not in tpu_estimator_compat yet; aliasing a stub "
+                      "that raises NotImplementedError.", name)
+        return _not_implemented(name)
+    return value
+
+
+def build_estimator_namespace() -> AliasNamespace:
+    """Builds `tf.compat.v1.estimator` (with `.tpu` and `.export`) over this library."""
+    import tpu_estimator_compat
+    from tpu_estimator_compat import export as export_lib
+
+    tpu = AliasNamespace(
+        f"{_ESTIMATOR_MODULE}.tpu", "tf.estimator.tpu", "TPUEstimator and its configuration.",
+        members={name: getattr(tpu_estimator_compat, name) for name in _TPU_ESTIMATOR_NAMES},
+        hint="Only TPUEstimator, TPUEstimatorSpec, RunConfig, TPUConfig and "
+             "InputPipelineConfig are provided.")
+    export = AliasNamespace(
+        f"{_ESTIMATOR_MODULE}.export", "tf.estimator.export", "Serving input receivers.",
+        members={name: getattr(export_lib, name) for name in _EXPORT_NAMES},
+        hint="See tpu_estimator_compat/export.py for what export provides.")
+    members: dict[str, Any] = {
+        "tpu": tpu,
+        "export": export,
+        "ModeKeys": tpu_estimator_compat.ModeKeys,
+        "EstimatorSpec": tpu_estimator_compat.EstimatorSpec,
+        "RunConfig": tpu_estimator_compat.RunConfig,
+    }
+    members.update({name: getattr(tf.compat.v1.train, name) for name in _V1_TRAIN_HOOK_NAMES})
+    members.update({name: _library_symbol(name) for name in _TRAINING_NAMES})
+    return AliasNamespace(_ESTIMATOR_MODULE, "tf.estimator",
+                          "Legacy tf.estimator names served by tpu_estimator_compat.",
+                          members=members, hint=_ESTIMATOR_HINT)
+
+
+# ---------------------------------------------------------------------------------------------
+# tf.contrib
+# ---------------------------------------------------------------------------------------------
+
+_CONTRIB_SERVED = ("tpu", "cluster_resolver", "layers", "framework", "metrics", "data", "slim")
+_CONTRIB_HINT = (
+    "tf.contrib was removed in TensorFlow 2 and no maintained library keeps this symbol under "
+    "its legacy name (served: tf.contrib.{}). Replace it in your code with its TF2 or tf-slim "
+    f"equivalent; see {_GUIDE}.".format(", ".join(_CONTRIB_SERVED)))
+
+
+def _tf_slim() -> Any:
+    try:
+        return importlib.import_module("tf_slim")
+    except ImportError as e:
+        raise LegacySymbolError(
+            "tf.contrib.layers/framework/metrics/slim are served by tf-slim, which is not "
+            f"installed ({e}). Run `pip install tf-slim==1.1.0`.") from e
+
+
+def _tf_slim_module(name: str) -> Callable[[], Any]:
+    def load() -> Any:
+        _tf_slim()  # Fails with the install command when tf-slim is missing.
+        return importlib.import_module(f"tf_slim.{name}")
+
+    return load
+
+
+class _ContribNamespace(AliasNamespace):
+    """`tf.contrib`: served submodules are built on first use; others fail on use, by name."""
+
+    def __init__(self, factories: Mapping[str, Callable[[], Any]]) -> None:
+        super().__init__(_CONTRIB_MODULE, "tf.contrib", "Legacy tf.contrib names.",
+                         hint=_CONTRIB_HINT)
+        self.__dict__["_contrib_factories"] = dict(factories)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
+        factory = self._contrib_factories.get(attr)
+        if factory is None:
+            # Unknown submodule: fail where a symbol of it is used, naming that symbol.
+            value = AliasNamespace(f"{_CONTRIB_MODULE}.{attr}", f"tf.contrib.{attr}",
+                                   "Not served.", hint=_CONTRIB_HINT)
+        else:
+            value = factory()
+        self.__dict__[attr] = value
+        return value
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._contrib_factories))
+
+
+def build_contrib_namespace() -> AliasNamespace:
+    """Builds `tf.contrib` from this library, TensorFlow's v1 API and tf-slim."""
+    import tpu_estimator_compat
+
+    v1 = tf.compat.v1
+
+    def sub(name: str, sources: Iterable[Callable[[], Any]],
+            members: Mapping[str, Any] | None = None) -> Callable[[], AliasNamespace]:
+        return lambda: AliasNamespace(f"{_CONTRIB_MODULE}.{name}", f"tf.contrib.{name}",
+                                      f"Legacy tf.contrib.{name}.", members=members,
+                                      sources=sources, hint=_CONTRIB_HINT)
+
+    factories: dict[str, Callable[[], Any]] = {
+        "tpu": sub("tpu", [lambda: v1.tpu],
+                   {name: getattr(tpu_estimator_compat, name) for name in _TPU_ESTIMATOR_NAMES}),
+        "cluster_resolver": sub("cluster_resolver", [lambda: v1.distribute.cluster_resolver],
+                                {"TPUClusterResolver": TPUClusterResolver}),
+        "layers": sub("layers", [_tf_slim_module("layers"), _tf_slim]),
+        "framework": sub("framework", [_tf_slim], {"nest": tf.nest}),
+        "metrics": sub("metrics", [_tf_slim_module("metrics")]),
+        "data": sub("data", [lambda: v1.data.experimental]),
+        "slim": _tf_slim,
+    }
+    return _ContribNamespace(factories)
+
+
+# ---------------------------------------------------------------------------------------------
+# tf.logging
+# ---------------------------------------------------------------------------------------------
+
+
+def _bridge_set_verbosity(original: Callable[[int], None]) -> Callable[[int], None]:
+    """`tf.compat.v1.logging.set_verbosity` that also sets absl's verbosity.
+
+    Legacy Estimator logged through `tf.logging`, so `tf.logging.set_verbosity(INFO)` is how
+    scripts asked to see training progress; this library logs through absl.
+    """
+    from absl.logging import converter
+
+    def set_verbosity(v: int) -> None:
+        original(v)
+        logging.set_verbosity(converter.standard_to_absl(int(v)))
+
+    set_verbosity.__doc__ = original.__doc__
+    set_verbosity.__wrapped__ = original  # type: ignore[attr-defined]
+    return set_verbosity
+
+
+# ---------------------------------------------------------------------------------------------
+# install_aliases
+# ---------------------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_installed: dict[str, Any] = {}
+
+
+def installed_namespaces() -> dict[str, Any]:
+    """The installed `estimator` and `contrib` namespaces (empty before `install_aliases`)."""
+    return dict(_installed)
+
+
+def install_aliases() -> None:
+    """Puts the legacy names onto the real TensorFlow modules. Idempotent.
+
+    Sets `tf.estimator` and `tf.compat.v1.estimator` (and registers
+    `tensorflow[.compat.v1].estimator[.tpu|.export]` in `sys.modules`, which
+    `from tensorflow.compat.v1 import estimator` needs), `tf.compat.v1.contrib`, and replaces
+    `tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver` with the no-crash resolver
+    and `tf.compat.v1.logging.set_verbosity` with one that also sets absl's verbosity (the
+    library logs through absl).
+    The TF2 `tf.distribute.cluster_resolver` is left alone: third-party TF2 code probes for a
+    TPU by catching its ValueError. `tf.compat.v1.flags`, `.app` and `.logging` already exist.
+    """
+    with _lock:
+        if _installed:
+            return
+        import tensorflow.compat.v1  # noqa: F401  Registers the module the aliases hang on.
+
+        estimator = build_estimator_namespace()
+        contrib = build_contrib_namespace()
+        for base in _ESTIMATOR_MODULE_NAMES:
+            sys.modules[base] = estimator
+            sys.modules[f"{base}.tpu"] = estimator.tpu
+            sys.modules[f"{base}.export"] = estimator.export
+        tf.estimator = estimator
+        tf.compat.v1.estimator = estimator
+        tf.compat.v1.contrib = contrib
+        tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver = TPUClusterResolver
+        tf.compat.v1.logging.set_verbosity = _bridge_set_verbosity(
+            tf.compat.v1.logging.set_verbosity)
+        _installed.update(estimator=estimator, contrib=contrib)
+        logging.debug("Installed tf.estimator, tf.compat.v1.estimator, tf.compat.v1.contrib "
+                      "and the no-crash TPUClusterResolver aliases.")

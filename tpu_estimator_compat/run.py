@@ -1,0 +1,122 @@
+"""The launcher: runs an unchanged legacy TPUEstimator script on TensorFlow 2.
+
+    python -m tpu_estimator_compat.run [--cpu_replicas=N] [--tf1_mode=auto|on|off] \\
+        [--tf1_packages=pkg,...] SCRIPT.py [script flags]
+
+(also installed as the console script `tpu-estimator-compat-run`). Before the script runs it
+splits the host CPU into N logical devices when asked (so `use_tpu=True` runs on N replicas
+through MirroredStrategy), installs the legacy aliases (`aliases.py`) and, for TF1 code,
+turns on TF1 mode (`tf1_mode.py`). Then it runs the script as `__main__` with its own
+`sys.argv` and `sys.path[0]`, as `python SCRIPT.py` would.
+
+This module owns the command line and that order of events. It must not know what the aliases
+are or how TF1 mode works, nor anything about estimators.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import os
+import runpy
+import sys
+from typing import Any, Sequence
+
+from absl import logging
+
+import tpu_estimator_compat  # noqa: F401  Sets TF_USE_LEGACY_KERAS before TensorFlow loads.
+from tpu_estimator_compat import aliases
+from tpu_estimator_compat import tf1_mode
+
+_TF1_MODES = ("auto", "on", "off")
+_EVIDENCE_SHOWN = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tpu_estimator_compat.run",
+        description="Run an unchanged legacy TPUEstimator script on TensorFlow 2. Launcher "
+                    "options go before the script; everything after it goes to the script.")
+    parser.add_argument(
+        "--cpu_replicas", type=int, default=None, metavar="N",
+        help="Split the host CPU into N logical devices, so use_tpu=True runs on N replicas.")
+    parser.add_argument(
+        "--tf1_mode", choices=_TF1_MODES, default="auto",
+        help="Give the script's own modules `import tensorflow` as the TF1 API: 'on', 'off', "
+             "or 'auto' (on when they use names only TF1 has, e.g. tf.contrib, tf.flags).")
+    parser.add_argument(
+        "--tf1_packages", default="", metavar="PKG,...",
+        help="Top-level packages (besides the script's directory tree) whose modules are "
+             "user code and see the TF1 API in TF1 mode.")
+    parser.add_argument("script", help="The legacy script, e.g. mnist_tpu.py.")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER,
+                        help="Flags for the script, passed unchanged.")
+    return parser
+
+
+def split_cpu(replicas: int) -> None:
+    """Splits the host CPU into `replicas` logical devices; must run before TF initialises."""
+    import tensorflow as tf
+
+    if replicas < 1:
+        raise ValueError(f"`--cpu_replicas` must be a positive integer; received {replicas}. "
+                         "Pass e.g. --cpu_replicas=8 to run on 8 replicas.")
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration()] * replicas)
+    except RuntimeError as e:
+        raise RuntimeError(
+            f"`--cpu_replicas={replicas}` came too late: TensorFlow's devices were already "
+            f"initialised ({e}). Nothing may touch devices before the launcher splits them."
+        ) from e
+
+
+def _choose_tf1_mode(mode: str, script: str, user_code: tf1_mode.UserCode) -> bool:
+    if mode != "auto":
+        logging.info("TF1 mode: %s (--tf1_mode=%s).", mode, mode)
+        return mode == "on"
+    found = tf1_mode.detect(script, user_code)
+    if not found.is_tf1:
+        logging.info("TF1 mode: off (auto: %d file(s) scanned, no TF1-only names on "
+                     "`import tensorflow`).", len(found.files))
+        return False
+    logging.info("TF1 mode: on (auto: %s%s).", ", ".join(found.tf1[:_EVIDENCE_SHOWN]),
+                 ", ..." if len(found.tf1) > _EVIDENCE_SHOWN else "")
+    if found.tf2:
+        logging.warning("TF1 mode is on, but these names exist only in TF2 and will fail: %s. "
+                        "Use tf.compat.v2.<name> for them, or --tf1_mode=off.",
+                        ", ".join(found.tf2))
+    return True
+
+
+def run(args: argparse.Namespace) -> Any:
+    """Prepares the process as the options say, then runs the script as `__main__`."""
+    script = os.path.abspath(args.script)
+    if not os.path.isfile(script):
+        raise FileNotFoundError(f"Script {args.script!r} not found (looked at {script}). Pass "
+                                "the path of a .py file: python -m tpu_estimator_compat.run "
+                                "path/to/script.py [flags].")
+    if args.cpu_replicas is not None:
+        split_cpu(args.cpu_replicas)
+    aliases.install_aliases()
+    user_code = tf1_mode.UserCode.for_script(
+        script, packages=[p.strip() for p in args.tf1_packages.split(",")])
+    script_builtins: Any = builtins
+    if _choose_tf1_mode(args.tf1_mode, script, user_code):
+        script_builtins = tf1_mode.enable(user_code)
+    sys.argv = [script, *args.script_args]
+    sys.path[0] = os.path.dirname(script)
+    return runpy.run_path(script, init_globals={"__builtins__": script_builtins},
+                          run_name="__main__")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point; returns the exit status (the script may `sys.exit` itself)."""
+    args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
