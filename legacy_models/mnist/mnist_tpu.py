@@ -1,28 +1,28 @@
-# An mnist_tpu-style TPUEstimator script, written the way TF1 users wrote it.
-"""MNIST CNN with TPUEstimator, trained on the embedded digits data by default."""
+# An mnist_tpu-style TPUEstimator script, written the way TF1 users wrote it: it imports only
+# TensorFlow and absl, so the same file runs on the legacy TF 2.15 + tensorflow-estimator stack
+# and, through `python -m tpu_estimator_compat.run`, on TensorFlow 2.21.
+"""MNIST CNN with TPUEstimator; trains on --data_dir MNIST or the embedded digits."""
 
 from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import os
-import sys
-
 from absl import app
 from absl import flags
 import tensorflow.compat.v1 as tf
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import digits_data  # noqa: E402
-
-from tpu_estimator_compat import ModeKeys, RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec  # noqa: E402
+import digits_data
+import mnist_data
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("tpu", default=None, help="The Cloud TPU to use for training.")
 flags.DEFINE_string("tpu_zone", default=None, help="GCE zone of the Cloud TPU.")
 flags.DEFINE_string("gcp_project", default=None, help="GCP project of the Cloud TPU.")
-flags.DEFINE_string("data_dir", "", "Path to MNIST data (empty: embedded digits).")
+flags.DEFINE_string(
+    "data_dir", "",
+    "Directory with MNIST IDX files (train-images-idx3-ubyte[.gz], ...) or "
+    "train.tfrecords/test.tfrecords; empty: the embedded digits.")
 flags.DEFINE_string("model_dir", None, "Estimator model_dir")
 flags.DEFINE_integer("batch_size", 128, "Mini-batch size for the training.")
 flags.DEFINE_integer("train_steps", 200, "Total number of training steps.")
@@ -59,18 +59,18 @@ def model_fn(features, labels, mode, params):
     if isinstance(image, dict):
         image = features["image"]
 
-    if mode == ModeKeys.PREDICT:
+    if mode == tf.estimator.ModeKeys.PREDICT:
         logits = create_model(image, training=False)
         predictions = {
             "class_ids": tf.argmax(logits, axis=1),
             "probabilities": tf.nn.softmax(logits),
         }
-        return TPUEstimatorSpec(mode, predictions=predictions)
+        return tf.estimator.tpu.TPUEstimatorSpec(mode, predictions=predictions)
 
-    logits = create_model(image, training=(mode == ModeKeys.TRAIN))
+    logits = create_model(image, training=(mode == tf.estimator.ModeKeys.TRAIN))
     loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
 
-    if mode == ModeKeys.TRAIN:
+    if mode == tf.estimator.ModeKeys.TRAIN:
         learning_rate = tf.train.exponential_decay(
             FLAGS.learning_rate,
             tf.train.get_global_step(),
@@ -79,47 +79,62 @@ def model_fn(features, labels, mode, params):
         optimizer = tf.train.GradientDescentOptimizer(learning_rate=learning_rate)
         if FLAGS.use_tpu:
             optimizer = tf.tpu.CrossShardOptimizer(optimizer)
-        return TPUEstimatorSpec(
+        return tf.estimator.tpu.TPUEstimatorSpec(
             mode=mode,
             loss=loss,
             train_op=optimizer.minimize(loss, tf.train.get_global_step()))
 
-    return TPUEstimatorSpec(mode=mode, loss=loss, eval_metrics=(metric_fn, [labels, logits]))
+    return tf.estimator.tpu.TPUEstimatorSpec(
+        mode=mode, loss=loss, eval_metrics=(metric_fn, [labels, logits]))
+
+
+def _dataset(data_dir, split):
+    """(image, label) pairs from --data_dir MNIST, or from the embedded digits when empty."""
+    if data_dir:
+        return mnist_data.dataset(data_dir, split)
+    return tf.data.Dataset.from_tensor_slices(digits_data.load(split))
 
 
 def train_input_fn(params):
     """train_input_fn defines the input pipeline used for training."""
     batch_size = params["batch_size"]
-    images, labels = digits_data.load("train")
-    ds = tf.data.Dataset.from_tensor_slices((images, labels))
-    ds = ds.cache().repeat().shuffle(buffer_size=1500, seed=1)
+    data_dir = params["data_dir"]
+    ds = _dataset(data_dir, "train")
+    ds = ds.cache().repeat().shuffle(buffer_size=50000 if data_dir else 1500, seed=1)
     return ds.batch(batch_size, drop_remainder=True).prefetch(2)
 
 
 def eval_input_fn(params):
     """eval_input_fn defines the input pipeline used for evaluation."""
     batch_size = params["batch_size"]
-    images, labels = digits_data.load("test")
-    return tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch_size)
+    return _dataset(params["data_dir"], "test").batch(batch_size)
 
 
 def predict_input_fn(params):
     """predict_input_fn: the first 10 test images, features only."""
     batch_size = params["batch_size"]
-    images, _ = digits_data.load("test")
-    return tf.data.Dataset.from_tensor_slices(images[:10]).batch(batch_size)
+    ds = _dataset(params["data_dir"], "test").take(10)
+    return ds.map(lambda image, label: image).batch(batch_size)
 
 
 def main(argv):
     del argv  # Unused.
-    run_config = RunConfig(
+    tpu_cluster_resolver = None
+    if FLAGS.use_tpu:
+        tpu_cluster_resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            FLAGS.tpu, zone=FLAGS.tpu_zone, project=FLAGS.gcp_project)
+
+    run_config = tf.estimator.tpu.RunConfig(
+        cluster=tpu_cluster_resolver,
         model_dir=FLAGS.model_dir,
+        session_config=tf.ConfigProto(
+            allow_soft_placement=True, log_device_placement=False),
         save_checkpoints_steps=100,
         tf_random_seed=1,
-        tpu_config=TPUConfig(FLAGS.iterations, FLAGS.num_shards),
+        tpu_config=tf.estimator.tpu.TPUConfig(FLAGS.iterations, FLAGS.num_shards),
     )
 
-    estimator = TPUEstimator(
+    estimator = tf.estimator.tpu.TPUEstimator(
         model_fn=model_fn,
         use_tpu=FLAGS.use_tpu,
         train_batch_size=FLAGS.batch_size,
@@ -135,7 +150,7 @@ def main(argv):
 
     if FLAGS.enable_predict:
         predictions = estimator.predict(input_fn=predict_input_fn)
-        _, labels = digits_data.load("test")
+        labels = [int(label) for _, label in _dataset(FLAGS.data_dir, "test").take(10)]
         for i, prediction in enumerate(predictions):
             print("Prediction %d: class %d (p=%.3f), label %d" % (
                 i, prediction["class_ids"],
@@ -143,6 +158,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from absl import logging as absl_logging
-    absl_logging.set_verbosity(absl_logging.INFO)
+    tf.logging.set_verbosity(tf.logging.INFO)
     app.run(main)
