@@ -94,3 +94,22 @@ def test_scalar_host_call_tensor_rejected(tmp_path):
                        use_tpu=False, train_batch_size=64)
     with pytest.raises(RuntimeError, match=r"should preserve batch size dimension"):
         est.train(models.digits_input_fn(64, flat=True), steps=1)
+
+
+def test_v1_summaries_in_model_fn_are_dropped_with_warning(tmp_path, monkeypatch):
+    from tpu_estimator_compat import replica_step
+
+    warnings = []
+    monkeypatch.setattr(replica_step.logging, "warning",
+                        lambda fmt, *a: warnings.append(fmt % a))
+
+    def model_fn(features, labels, mode, params):
+        spec = models.linear_model_fn(features, labels, mode, params)
+        v1.summary.scalar("my_loss", spec.loss)
+        return spec
+
+    est = TPUEstimator(model_fn=model_fn, config=RunConfig(model_dir=str(tmp_path)),
+                       use_tpu=False, train_batch_size=64)
+    est.train(models.digits_input_fn(64, flat=True), steps=2)
+    assert any("tf.compat.v1.summary op(s)" in w and "host_call" in w for w in warnings)
+    assert "my_loss" not in {tag for _, tag, _ in events(str(tmp_path))}

@@ -17,6 +17,7 @@ import inspect
 from typing import Any, Callable
 
 import tensorflow as tf
+from absl import logging
 
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import variables as variables_lib
@@ -114,6 +115,7 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
                     "model_fn returned a spec without `train_op` in TRAIN mode. Return "
                     "`TPUEstimatorSpec(mode, loss=..., train_op=optimizer.minimize(...))`.")
             record.observe(spec)
+            _warn_dropped_summaries()
             with tf.control_dependencies([spec.train_op]):
                 outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
                 if emit_host_call and record.host_call is not None:
@@ -122,6 +124,17 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
             return outputs
 
     return train_step
+
+
+def _warn_dropped_summaries() -> None:
+    """v1 summary ops in model_fn are not written, as legacy dropped them on TPU."""
+    summaries = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+    if summaries:
+        logging.warning(
+            "model_fn created %d tf.compat.v1.summary op(s) (%s); they are not written. "
+            "TPUEstimator did not run summaries inside the TPU computation either: write "
+            "them from host_call=(fn, tensors).", len(summaries),
+            ", ".join(sorted({t.op.name.split("/")[-1] for t in summaries})))
 
 
 @dataclasses.dataclass
