@@ -1,0 +1,226 @@
+"""Tests for tpu_estimator_compat.aliases: legacy names on the real TensorFlow modules.
+
+Importing the package must patch nothing (checked in a fresh interpreter); `install_aliases()`
+then serves `tf.estimator`, `tf.compat.v1.estimator` (also for `from ... import`),
+`tf.compat.v1.contrib` and a TPUClusterResolver that does not crash without a TPU.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+import tf_slim
+from absl import logging as absl_logging
+
+import tpu_estimator_compat
+from tpu_estimator_compat import aliases
+from tpu_estimator_compat import estimator as estimator_lib
+from tpu_estimator_compat import export as export_lib
+from tpu_estimator_compat import strategy as strategy_lib
+
+_FRESH_PROCESS_TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module", autouse=True)
+def installed():
+    tpu_estimator_compat.install_aliases()
+
+
+def test_import_patches_nothing_and_install_serves_from_import():
+    code = textwrap.dedent("""
+        import sys
+        import tensorflow as tf
+        real_resolver = tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver
+        import tpu_estimator_compat
+        assert not hasattr(tf, "estimator"), "import set tf.estimator"
+        assert not hasattr(tf.compat.v1, "estimator"), "import set tf.compat.v1.estimator"
+        assert not hasattr(tf.compat.v1, "contrib"), "import set tf.compat.v1.contrib"
+        assert not [m for m in sys.modules if m.startswith("tensorflow.compat.v1.estimator")]
+        assert tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver is real_resolver
+        tpu_estimator_compat.install_aliases()
+        from tensorflow.compat.v1 import estimator as tf_estimator
+        from tensorflow.compat.v1.estimator.tpu import TPUEstimator
+        from tensorflow.estimator import ModeKeys
+        import tensorflow.compat.v1.estimator.export as export
+        assert TPUEstimator is tpu_estimator_compat.TPUEstimator
+        assert tf_estimator.tpu.TPUEstimator is TPUEstimator
+        assert ModeKeys is tpu_estimator_compat.ModeKeys
+        assert export.ServingInputReceiver is tf_estimator.export.ServingInputReceiver
+        print("OK")
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=_FRESH_PROCESS_TIMEOUT_S,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("OK")
+
+
+def test_estimator_names_are_the_library():
+    est = tf.estimator
+    assert tf.compat.v1.estimator is est
+    assert sys.modules["tensorflow.compat.v1.estimator"] is est
+    assert sys.modules["tensorflow.estimator.tpu"] is est.tpu
+    assert est.tpu.TPUEstimator is estimator_lib.TPUEstimator
+    assert est.tpu.TPUEstimatorSpec is tpu_estimator_compat.TPUEstimatorSpec
+    assert est.tpu.RunConfig is est.RunConfig is tpu_estimator_compat.RunConfig
+    assert est.tpu.TPUConfig is tpu_estimator_compat.TPUConfig
+    assert est.tpu.InputPipelineConfig is tpu_estimator_compat.InputPipelineConfig
+    assert est.ModeKeys.PREDICT == "infer"
+    assert est.EstimatorSpec is tpu_estimator_compat.EstimatorSpec
+    assert est.export.PredictOutput is export_lib.PredictOutput
+    assert est.export.build_raw_serving_input_receiver_fn is (
+        export_lib.build_raw_serving_input_receiver_fn)
+    assert est.SessionRunHook is tf.compat.v1.train.SessionRunHook
+    assert est.LoggingTensorHook is tf.compat.v1.train.LoggingTensorHook
+    for name in ("train_and_evaluate", "TrainSpec", "EvalSpec"):
+        assert getattr(est, name) is getattr(tpu_estimator_compat, name)
+
+
+def test_install_is_idempotent():
+    before = (tf.estimator, tf.compat.v1.contrib,
+              tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver,
+              tf.compat.v1.logging.set_verbosity)
+    tpu_estimator_compat.install_aliases()
+    assert (tf.estimator, tf.compat.v1.contrib,
+            tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver,
+            tf.compat.v1.logging.set_verbosity) == before
+
+
+def test_missing_estimator_symbol_names_it_and_the_fix():
+    with pytest.raises(aliases.LegacySymbolError) as e:
+        tf.estimator.DNNClassifier  # noqa: B018
+    assert "`tf.estimator.DNNClassifier`" in str(e.value)
+    assert "use_tpu=False" in str(e.value)
+    assert not hasattr(tf.estimator.tpu, "TPUDistributionStrategy")
+
+
+def test_absent_library_symbol_becomes_a_stub_that_names_it():
+    stub = aliases._library_symbol("NoSuchEstimatorThing")
+    with pytest.raises(NotImplementedError, match=r"`tf\.estimator\.NoSuchEstimatorThing`"):
+        stub(1, key=2)
+
+
+def test_v1_flags_app_logging_exist_and_set_verbosity_reaches_absl():
+    assert tf.compat.v1.flags.DEFINE_string is not None
+    assert callable(tf.compat.v1.app.run)
+    previous = absl_logging.get_verbosity()
+    try:
+        tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
+        assert absl_logging.get_verbosity() == absl_logging.WARNING
+        tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+        assert absl_logging.get_verbosity() == absl_logging.INFO
+    finally:
+        absl_logging.set_verbosity(previous)
+
+
+# ---------------------------------------------------------------------------------------------
+# tf.contrib
+
+
+def test_contrib_tpu_and_cluster_resolver():
+    contrib = tf.compat.v1.contrib
+    assert contrib.tpu.TPUEstimator is tpu_estimator_compat.TPUEstimator
+    assert contrib.tpu.TPUEstimatorSpec is tpu_estimator_compat.TPUEstimatorSpec
+    assert contrib.tpu.RunConfig is tpu_estimator_compat.RunConfig
+    assert contrib.tpu.TPUConfig is tpu_estimator_compat.TPUConfig
+    assert contrib.tpu.CrossShardOptimizer is tf.compat.v1.tpu.CrossShardOptimizer
+    assert contrib.tpu.bfloat16_scope is tf.compat.v1.tpu.bfloat16_scope
+    assert contrib.cluster_resolver.TPUClusterResolver is aliases.TPUClusterResolver
+    assert contrib.cluster_resolver.SimpleClusterResolver is (
+        tf.distribute.cluster_resolver.SimpleClusterResolver)
+
+
+def test_contrib_layers_framework_metrics_data_come_from_maintained_libraries():
+    contrib = tf.compat.v1.contrib
+    assert contrib.layers.layer_norm is tf_slim.layers.layer_norm
+    assert contrib.layers.xavier_initializer is tf_slim.xavier_initializer
+    assert contrib.framework.arg_scope is tf_slim.arg_scope
+    assert contrib.framework.nest is tf.nest
+    assert contrib.metrics.streaming_accuracy is tf_slim.metrics.streaming_accuracy
+    assert contrib.slim is tf_slim
+    assert contrib.data.map_and_batch is tf.data.experimental.map_and_batch
+    assert contrib.data.parallel_interleave is tf.compat.v1.data.experimental.parallel_interleave
+
+
+def test_contrib_layer_norm_keeps_legacy_variable_names():
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 4])
+        tf.compat.v1.contrib.layers.layer_norm(x)
+        names = sorted(v.op.name for v in tf.compat.v1.global_variables())
+    assert names == ["LayerNorm/beta", "LayerNorm/gamma"]
+
+
+@pytest.mark.parametrize("path", ["opt.LazyAdamOptimizer", "training.HParams",
+                                  "tpu.NoSuchTPUThing", "layers.no_such_layer"])
+def test_unserved_contrib_symbol_names_itself(path):
+    module, name = path.split(".")
+    with pytest.raises(aliases.LegacySymbolError) as e:
+        getattr(getattr(tf.compat.v1.contrib, module), name)
+    assert f"`tf.contrib.{path}`" in str(e.value)
+    assert "migration_guide/launcher.md" in str(e.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# TPUClusterResolver
+
+
+@pytest.fixture
+def off_cloud(monkeypatch, tmp_path):
+    product = tmp_path / "product_name"
+    product.write_text("Standard PC (Q35 + ICH9, 2009)\n")
+    monkeypatch.setattr(aliases, "_DMI_PRODUCT_NAME", str(product))
+    monkeypatch.delenv("GCE_METADATA_HOST", raising=False)
+    monkeypatch.delenv("GCE_METADATA_IP", raising=False)
+    return product
+
+
+@pytest.mark.parametrize("tpu", [None, "", "my-tpu", ["my-tpu"], "local"])
+def test_resolver_without_tpu_returns_stand_in(off_cloud, tpu):
+    resolver = tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver(
+        tpu, zone="us-central1-b", project="p")
+    assert type(resolver) is aliases.NoTPUClusterResolver
+    assert isinstance(resolver, tf.distribute.cluster_resolver.TPUClusterResolver)
+    assert isinstance(resolver, aliases.TPUClusterResolver)
+    assert resolver.master() == "" and resolver.get_master() == ""
+    assert not resolver.cluster_spec()
+    assert repr(resolver) == f"NoTPUClusterResolver(tpu={tpu!r})"
+
+
+def test_stand_in_makes_the_estimator_fall_back(off_cloud):
+    resolver = aliases.TPUClusterResolver(None)
+    config = tpu_estimator_compat.RunConfig(cluster=resolver)
+    assert config.master == ""
+    choice = strategy_lib.select(use_tpu=True, distribute=None, cluster=resolver)
+    assert not choice.is_tpu
+    assert not isinstance(choice.strategy, tf.distribute.TPUStrategy)
+
+
+def test_grpc_address_builds_the_real_resolver(off_cloud):
+    resolver = aliases.TPUClusterResolver("grpc://10.0.0.2:8470")
+    assert type(resolver) is tf.distribute.cluster_resolver.TPUClusterResolver
+    assert resolver.master() == "grpc://10.0.0.2:8470"
+
+
+def test_on_cloud_a_failing_real_resolver_becomes_the_stand_in(off_cloud, monkeypatch):
+    off_cloud.write_text("Google Compute Engine\n")
+    calls = []
+
+    def failing_resolver(*args, **kwargs):
+        calls.append((args, kwargs))
+        raise ValueError("Please provide a TPU Name to connect to.")
+
+    monkeypatch.setattr(aliases, "_real_resolver_class", lambda: failing_resolver)
+    resolver = aliases.TPUClusterResolver(None, zone="z")
+    assert calls == [((None, "z", None), {})]
+    assert type(resolver) is aliases.NoTPUClusterResolver
+    assert "Please provide a TPU Name" in resolver.no_tpu_reason
+
+
+def test_off_cloud_the_real_resolver_is_never_built(off_cloud, monkeypatch):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the real resolver would query the GCE metadata server")
+
+    monkeypatch.setattr(aliases, "_real_resolver_class", lambda: must_not_run)
+    assert type(aliases.TPUClusterResolver("my-tpu")) is aliases.NoTPUClusterResolver

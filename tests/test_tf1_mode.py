@@ -1,0 +1,199 @@
+"""Tests for tpu_estimator_compat.tf1_mode: the TF1 view, its import hook and TF1 detection.
+
+`enable()` switches tensor shapes to TF1 behaviour for the whole process, so it runs only in
+the launcher's subprocess tests (test_run.py); here the view, `tf1_import` and the finder are
+exercised directly and undone after each test.
+"""
+import importlib
+import os
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+import tpu_estimator_compat
+from tpu_estimator_compat import aliases
+from tpu_estimator_compat import tf1_mode
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def tf1():
+    return tf1_mode.tf1_module()
+
+
+def _exec(source: str) -> dict:
+    namespace = {"__builtins__": tf1_mode.tf1_builtins(), "__name__": "user_code"}
+    exec(compile(textwrap.dedent(source), "<user>", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+def test_view_is_v1_where_v1_and_v2_disagree(tf1):
+    v1 = tf.compat.v1
+    assert tf1.nn.dropout is v1.nn.dropout and tf1.nn.dropout is not tf.nn.dropout
+    assert tf1.metrics.accuracy is v1.metrics.accuracy
+    assert tf1.losses.sparse_softmax_cross_entropy is v1.losses.sparse_softmax_cross_entropy
+    assert tf1.train.GradientDescentOptimizer is v1.train.GradientDescentOptimizer
+    assert tf1.flags is v1.flags and tf1.app is v1.app and tf1.logging is v1.logging
+    assert tf1.ConfigProto is v1.ConfigProto
+
+
+def test_view_serves_aliases_and_compat(tf1):
+    assert tf1.compat.v1 is tf1
+    assert tf1.compat.v2 is tf.compat.v2
+    assert tf1.compat.as_bytes is tf.compat.as_bytes
+    assert tf1.estimator.tpu.TPUEstimator is tpu_estimator_compat.TPUEstimator
+    assert tf1.contrib.tpu.TPUEstimator is tpu_estimator_compat.TPUEstimator
+    assert tf1.distribute.cluster_resolver.TPUClusterResolver is aliases.TPUClusterResolver
+    assert tf1.__version__ == tf.__version__
+
+
+def test_tf2_only_name_fails_instead_of_mixing_apis(tf1):
+    with pytest.raises(AttributeError, match=r"`tf\.autodiff` does not exist in the TF1 API.*"
+                                             r"tf\.compat\.v2\.autodiff"):
+        tf1.autodiff  # noqa: B018
+
+
+def test_imports_resolve_in_the_view_and_private_modules_stay_real(tf1):
+    from tensorflow.python.framework import ops as real_ops
+
+    ns = _exec("""
+        import tensorflow as tf
+        import tensorflow.compat.v1 as v1
+        import tensorflow.compat.v2 as v2
+        import tensorflow.contrib.tpu
+        from tensorflow.compat.v1 import estimator as tf_estimator
+        from tensorflow.compat.v1.estimator.tpu import TPUEstimator
+        from tensorflow.contrib import cluster_resolver
+        from tensorflow.python.framework import ops
+        from tensorflow import nn
+    """)
+    assert ns["tf"] is tf1 and ns["v1"] is tf1 and ns["tensorflow"] is tf1
+    assert ns["v2"] is tf.compat.v2
+    assert ns["tf_estimator"] is tf1.estimator
+    assert ns["TPUEstimator"] is tpu_estimator_compat.TPUEstimator
+    assert ns["cluster_resolver"].TPUClusterResolver is aliases.TPUClusterResolver
+    assert ns["ops"] is real_ops
+    assert ns["nn"].dropout is tf.compat.v1.nn.dropout
+    assert sys.modules["tensorflow"] is tf
+
+
+def test_unserved_imports_name_the_symbol(tf1):
+    with pytest.raises(ImportError, match=r"`tf\.contrib\.opt\.LazyAdamOptimizer`"):
+        _exec("from tensorflow.contrib.opt import LazyAdamOptimizer")
+    with pytest.raises(ModuleNotFoundError, match=r"tensorflow\.no_such_module"):
+        _exec("import tensorflow.no_such_module")
+    with pytest.raises(ImportError, match=r"cannot import name 'autodiff'"):
+        _exec("from tensorflow import autodiff")
+
+
+def _write(root, files):
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+_USES_TF = """
+    import tensorflow as tf
+    DROPOUT = tf.nn.dropout
+"""
+
+
+@pytest.fixture
+def user_tree(tmp_path, monkeypatch):
+    """A project dir (user code) and a site dir (third party), both on sys.path."""
+    project, site = tmp_path / "project", tmp_path / "site"
+    _write(project, {"userpkg/__init__.py": "from . import inner\n",
+                     "userpkg/inner.py": _USES_TF, "usermod.py": _USES_TF})
+    _write(site, {"thirdparty.py": _USES_TF, "namedpkg/__init__.py": _USES_TF})
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(project))
+    names = ("userpkg", "userpkg.inner", "usermod", "thirdparty", "namedpkg")
+    yield project, site
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_finder_gives_user_modules_the_view_and_others_the_real_module(user_tree,
+                                                                       monkeypatch):
+    project, site = user_tree
+    user_code = tf1_mode.UserCode(roots=(str(project),), packages=("namedpkg",),
+                                  excluded=(str(project / "venv"),))
+    monkeypatch.setattr(sys, "meta_path", [tf1_mode.UserModuleFinder(user_code)]
+                        + sys.meta_path)
+    importlib.invalidate_caches()
+    assert importlib.import_module("usermod").DROPOUT is tf.compat.v1.nn.dropout
+    assert importlib.import_module("userpkg.inner").DROPOUT is tf.compat.v1.nn.dropout
+    assert importlib.import_module("namedpkg").DROPOUT is tf.compat.v1.nn.dropout
+    assert importlib.import_module("thirdparty").DROPOUT is tf.nn.dropout
+    assert importlib.import_module("tpu_estimator_compat.spec").tf is tf
+
+
+def test_user_code_ownership(tmp_path):
+    root = tmp_path / "proj"
+    user_code = tf1_mode.UserCode(roots=(str(root),), packages=("mylib",),
+                                  excluded=(str(root / ".venv"),))
+    assert user_code.owns("model", str(root / "model.py"))
+    assert user_code.owns("a.b", str(root / "a" / "b.py"))
+    assert not user_code.owns("torch", str(root / ".venv" / "lib" / "torch" / "__init__.py"))
+    assert not user_code.owns("x", str(tmp_path / "elsewhere" / "x.py"))
+    assert user_code.owns("mylib.sub", "/usr/lib/python3/site-packages/mylib/sub.py")
+    assert not user_code.owns("tensorflow.foo", str(root / "tensorflow" / "foo.py"))
+
+
+def test_default_exclusions_cover_the_interpreter_and_this_library():
+    user_code = tf1_mode.UserCode.for_script(os.path.join(REPO, "script.py"))
+    assert not user_code.owns("tpu_estimator_compat.run", tf1_mode.__file__)
+    assert not user_code.owns("absl", os.path.realpath(os.__file__))
+    assert user_code.owns("legacy_models.mnist.mnist_data",
+                          os.path.join(REPO, "legacy_models", "mnist", "mnist_data.py"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection
+
+
+def _detect(script):
+    return tf1_mode.detect(script, tf1_mode.UserCode.for_script(script))
+
+
+def test_detects_tf1_script_and_follows_into_its_helper_package():
+    found = _detect(os.path.join(SCRIPTS, "tf1_project", "train_tf1.py"))
+    assert found.is_tf1
+    joined = " ".join(found.tf1)
+    assert "train_tf1.py:10 tf.flags" in joined
+    assert "tf.contrib.tpu.TPUEstimator" in joined
+    assert "model.py:" in joined and "tf.contrib.layers.layer_norm" in joined
+    assert any(f.endswith(os.path.join("tf1_lib", "model.py")) for f in found.files)
+    assert found.tf2 == ()
+
+
+@pytest.mark.parametrize("script", [os.path.join(SCRIPTS, "compat_v1", "train_compat_v1.py"),
+                                    os.path.join(REPO, "legacy_models", "mnist",
+                                                 "mnist_tpu.py")])
+def test_compat_v1_scripts_are_not_tf1_mode(script):
+    found = _detect(script)
+    assert not found.is_tf1, found.tf1
+    assert len(found.files) >= 1
+
+
+def test_detection_reports_tf2_names_and_relative_imports(tmp_path):
+    _write(tmp_path, {
+        "main.py": """
+            import tensorflow as tf
+            from pkg import helper
+            writer = tf.summary.create_file_writer("/tmp/x")
+            model = tf.keras.Sequential()
+        """,
+        "pkg/__init__.py": "",
+        "pkg/helper.py": "from . import deep\n",
+        "pkg/deep.py": "import tensorflow as tf\nLOSS = tf.losses.log_loss\n",
+    })
+    found = _detect(str(tmp_path / "main.py"))
+    assert found.tf1 == ("deep.py:2 tf.losses.log_loss",)
+    assert found.tf2 == ("main.py:4 tf.summary.create_file_writer",)
+    assert found.is_tf1
