@@ -70,6 +70,8 @@ def test_imports_resolve_in_the_view_and_private_modules_stay_real(tf1):
         from tensorflow.contrib import cluster_resolver
         from tensorflow.python.framework import ops
         from tensorflow import nn
+        import tensorflow.python.framework.dtypes
+        import tensorflow.python.ops.array_ops as array_ops
     """)
     assert ns["tf"] is tf1 and ns["v1"] is tf1 and ns["tensorflow"] is tf1
     assert ns["v2"] is tf.compat.v2
@@ -77,6 +79,8 @@ def test_imports_resolve_in_the_view_and_private_modules_stay_real(tf1):
     assert ns["TPUEstimator"] is tpu_estimator_compat.TPUEstimator
     assert ns["cluster_resolver"].TPUClusterResolver is aliases.TPUClusterResolver
     assert ns["ops"] is real_ops
+    assert ns["array_ops"] is sys.modules["tensorflow.python.ops.array_ops"]
+    assert ns["tensorflow"] is tf1  # `import tensorflow.python...` still binds the view.
     assert ns["nn"].dropout is tf.compat.v1.nn.dropout
     assert sys.modules["tensorflow"] is tf
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -64,7 +65,9 @@ class Tf1Module(types.ModuleType):
         value = getattr(self._tf1_v1, name, _MISSING)
         if value is not _MISSING:
             return value
-        if name.startswith("__") or name in _PRIVATE_SUBPACKAGES:
+        if name in _PRIVATE_SUBPACKAGES:
+            return importlib.import_module(f"tensorflow.{name}")
+        if name.startswith("__"):
             return getattr(self._tf1_real, name)
         hint = (f" It is a TF2 name: use `tf.compat.v2.{name}`."
                 if hasattr(self._tf1_real, name) else "")
@@ -128,7 +131,8 @@ def _resolve(path: Sequence[str], name: str) -> Any:
 def _import_tensorflow(name: str, fromlist: Sequence[str] | None) -> Any:
     path = name.split(".")[1:]
     if path and path[0] in _PRIVATE_SUBPACKAGES:
-        return builtins.__import__(name, None, None, fromlist or (), 0)
+        module = builtins.__import__(name, None, None, fromlist or (), 0)
+        return module if fromlist else tf1_module()  # Keep the bound `tensorflow` the view.
     target = _resolve(path, name)
     if not fromlist:
         return tf1_module()  # `import tensorflow.x.y [as z]` binds the top-level module.
