@@ -75,12 +75,14 @@ def test_loss_and_step_rate_summaries(tmp_path, strategy):
     est = TPUEstimator(model_fn=models.linear_model_fn, config=config, train_batch_size=64)
     est.train(models.digits_input_fn(256, flat=True), max_steps=12)
     found = events(str(tmp_path))
-    assert [s for s, tag, _ in found if tag == "loss"] == [4, 8, 12]
-    assert [s for s, tag, _ in found if tag == "global_step/sec"] == [8, 12]
-    assert [s for s, tag, _ in found if tag == "examples/sec"] == [8, 12]
+    # Legacy: loss after the first step, then every save_summary_steps; step rate with the
+    # first step as baseline, then every log_step_count_steps.
+    assert [s for s, tag, _ in found if tag == "loss"] == [1, 5, 9]
+    assert [s for s, tag, _ in found if tag == "global_step/sec"] == [5, 9]
+    assert [s for s, tag, _ in found if tag == "examples/sec"] == [5, 9]
     rates = {s: v for s, tag, v in found if tag == "global_step/sec"}
     examples = {s: v for s, tag, v in found if tag == "examples/sec"}
-    assert examples[8] == pytest.approx(64 * rates[8], rel=1e-5)
+    assert examples[5] == pytest.approx(64 * rates[5], rel=1e-5)
     assert all(np.isfinite(v) and v > 0 for v in rates.values())
 
 

@@ -110,3 +110,34 @@ def test_warm_start_from(tmp_path, strategy, settings):
     dst = tf.train.load_checkpoint(str(tmp_path / "target" / "model.ckpt-0"))
     np.testing.assert_array_equal(dst.get_tensor("bert/encoder/w"), src.get_tensor("bert/encoder/w"))
     assert dst.get_tensor("global_step") == 0  # Not a resume: only variables are copied.
+
+
+def ema_model_fn(features, labels, mode, params):
+    """The ResNet/EfficientNet pattern: EMA in training, EMA weights restored for eval."""
+    spec = models.linear_full_model_fn(features, labels, mode, params)
+    ema = v1.train.ExponentialMovingAverage(0.5, num_updates=v1.train.get_global_step())
+    if mode == "train":
+        with tf.control_dependencies([spec.train_op]):
+            return spec._replace(train_op=ema.apply(v1.trainable_variables()))
+    restore = ema.variables_to_restore(v1.trainable_variables())
+    return spec._replace(scaffold_fn=lambda: v1.train.Scaffold(saver=v1.train.Saver(restore)))
+
+
+def test_ema_scaffold_restores_averages_for_predict(tmp_path, strategy):
+    config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
+                       eval_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=2))
+    est = TPUEstimator(model_fn=ema_model_fn, config=config, train_batch_size=64,
+                       eval_batch_size=64, predict_batch_size=64)
+    est.train(models.digits_input_fn(256, flat=True), steps=4)
+    reader = tf.train.load_checkpoint(est.latest_checkpoint())
+    w_ema = reader.get_tensor("w/ExponentialMovingAverage")
+    b_ema = reader.get_tensor("b/ExponentialMovingAverage")
+    assert not np.allclose(w_ema, reader.get_tensor("w"))
+    x, _ = models.digits(64, flat=True)
+    predictions = est.predict(
+        lambda params: tf.data.Dataset.from_tensor_slices(x).batch(params["batch_size"]))
+    logits = np.stack([p["logits"] for p in predictions])
+    np.testing.assert_allclose(logits, x @ w_ema + b_ema, rtol=1e-5, atol=1e-5)
+    results = est.evaluate(lambda params: tf.data.Dataset.from_tensor_slices(
+        models.digits(128, flat=True)).batch(params["batch_size"]))
+    assert results["global_step"] == 4

@@ -43,3 +43,24 @@ def evaluate_input_free_tensor(tensor):
         op_map = _lift_to_graph.lift_to_graph([tensor], scratch)
         with tf.compat.v1.Session(graph=scratch) as session:
             return session.run(op_map[tensor])
+
+# TF1 graph code hashes variables and compares tensors by identity (`set(global_variables())`
+# in ExponentialMovingAverage.variables_to_restore, dict keys of variables). Legacy Estimator
+# built model_fn in graph mode, where that works; inside tf.function TF2's tensor equality
+# forbids it. The switch is public (`tf.compat.v1.disable_tensor_equality`), its current state
+# is not.
+import contextlib as _contextlib  # noqa: E402
+
+
+@_contextlib.contextmanager
+def tf1_tensor_equality():
+    """Inside: tensors compare by identity and variables hash, as in a TF1 graph."""
+    import tensorflow as tf  # Local: keep this module's import light.
+
+    was_enabled = tf.Tensor._USE_EQUALITY  # pylint: disable=protected-access
+    tf.compat.v1.disable_tensor_equality()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            tf.compat.v1.enable_tensor_equality()

@@ -524,7 +524,13 @@ class TPUEstimator:
                                                                  padded=padded), record)
             inference, record = runtime.functions[key]
             inference.trace(iterator)
-            if checkpoint is not None:
+            saver_map = None
+            if record.scaffold_fn is not None:
+                saver_map = warm_start_lib.run_scaffold_fn(
+                    record.scaffold_fn, warm_start_lib.InitPlan(), allow_saver=True)
+            if checkpoint is not None and saver_map:
+                warm_start_lib.restore_through_map(checkpoint, saver_map)
+            elif checkpoint is not None:
                 checkpoints_lib.V1Saver(runtime.registry.by_name()).restore(checkpoint)
             runtime.registry.reset_local_variables()
         runner = hooks_lib.HookRunner(list(hooks or ()) + list(record.hooks),
@@ -632,7 +638,7 @@ class _TrainReporting:
             first = step - result.steps_run + 1
             for k, values in enumerate(result.host_calls):
                 self._host_call.run(values, first + k * self._every_n)
-        self._summaries.after_loop(step, result.last_loss, time.monotonic())
+        self._summaries.after_loop(step, result.losses, time.monotonic(), seconds)
 
     def close(self) -> None:
         self._summaries.close()

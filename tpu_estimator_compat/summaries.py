@@ -120,9 +120,11 @@ _ORIGINAL_CREATE_FILE_WRITER = tf.summary.create_file_writer
 class TrainSummaries:
     """The summaries legacy training wrote to model_dir: `loss`, `global_step/sec`, `examples/sec`.
 
-    Legacy's SummarySaverHook wrote `loss` at the first step and then every
-    `save_summary_steps`; its StepCounterHook wrote `global_step/sec` (and TPUEstimator
-    `examples/sec`) every `log_step_count_steps`. Here both are checked once per loop.
+    Legacy's SummarySaverHook wrote `loss` after the first step and then every
+    `save_summary_steps`; its StepCounterHook took the first step as its baseline and wrote
+    `global_step/sec` (and TPUEstimator `examples/sec`) every `log_step_count_steps`. The
+    host sees every step's loss after each loop, so the summaries land at exactly those
+    steps; step times inside a loop are interpolated from the loop's duration.
     """
 
     def __init__(self, model_dir: str, *, save_summary_steps: int | None,
@@ -134,26 +136,35 @@ class TrainSummaries:
         self._last_summary: int | None = None
         self._last_rate: tuple[int, float] | None = None
 
-    def after_loop(self, step: int, loss: float | None, now: float) -> None:
-        values = []
-        if (loss is not None and self._save_every and
-                (self._last_summary is None or step >= self._last_summary + self._save_every)):
-            values.append(_Summary.Value(tag="loss", simple_value=float(loss)))
-            self._last_summary = step
-        if self._log_every:
-            if self._last_rate is None:
-                self._last_rate = (step, now)
-            elif step >= self._last_rate[0] + self._log_every:
-                rate = (step - self._last_rate[0]) / max(now - self._last_rate[1], 1e-9)
-                values.append(_Summary.Value(tag="global_step/sec", simple_value=rate))
-                if self._examples:
-                    values.append(_Summary.Value(tag="examples/sec",
-                                                 simple_value=rate * self._examples))
-                self._last_rate = (step, now)
-        if values:
+    def after_loop(self, step: int, losses: Any, end_time: float, seconds: float) -> None:
+        """Writes the summaries due at the steps of the loop that ended at `step`."""
+        count = len(losses)
+        first = step - count + 1
+        by_step: dict[int, list[Any]] = {}
+        for i in range(count):
+            current = first + i
+            if self._save_every and (self._last_summary is None or
+                                     current >= self._last_summary + self._save_every):
+                by_step.setdefault(current, []).append(
+                    _Summary.Value(tag="loss", simple_value=float(losses[i])))
+                self._last_summary = current
+            if self._log_every:
+                when = end_time - seconds + seconds * (i + 1) / count
+                if self._last_rate is None:
+                    self._last_rate = (current, when)
+                elif current >= self._last_rate[0] + self._log_every:
+                    rate = (current - self._last_rate[0]) / max(when - self._last_rate[1], 1e-9)
+                    values = by_step.setdefault(current, [])
+                    values.append(_Summary.Value(tag="global_step/sec", simple_value=rate))
+                    if self._examples:
+                        values.append(_Summary.Value(tag="examples/sec",
+                                                     simple_value=rate * self._examples))
+                    self._last_rate = (current, when)
+        if by_step:
             with self._writer.as_default():
-                tf.summary.experimental.write_raw_pb(
-                    _Summary(value=values).SerializeToString(), step=step)
+                for current, values in sorted(by_step.items()):
+                    tf.summary.experimental.write_raw_pb(
+                        _Summary(value=values).SerializeToString(), step=current)
 
     def close(self) -> None:
         self._writer.flush()

@@ -39,6 +39,15 @@ _PER_STEP_COLLECTIONS = (
     _v1.GraphKeys.REGULARIZATION_LOSSES,
     _v1.GraphKeys.UPDATE_OPS,
     _v1.GraphKeys.SUMMARIES,
+    # A FuncGraph writes the variable collections through to the outermost graph, which
+    # lives as long as the process: without clearing, `tf.compat.v1.trainable_variables()`
+    # would list every model ever traced in it. Each trace re-registers its own variables.
+    _v1.GraphKeys.GLOBAL_VARIABLES,
+    _v1.GraphKeys.TRAINABLE_VARIABLES,
+    _v1.GraphKeys.LOCAL_VARIABLES,
+    _v1.GraphKeys.MODEL_VARIABLES,
+    _v1.GraphKeys.METRIC_VARIABLES,
+    _v1.GraphKeys.MOVING_AVERAGE_VARIABLES,
 )
 
 GLOBAL_STEP_NAME = "global_step"
@@ -112,7 +121,8 @@ class VariableRegistry:
     # Creation.
 
     @contextlib.contextmanager
-    def creator_scope(self, strip_prefix: str | None = None) -> Iterator[None]:
+    def creator_scope(self, strip_prefix: str | None = None,
+                      step_prefix: str | None = None) -> Iterator[None]:
         """Routes every variable created inside through this registry.
 
         Args:
@@ -120,11 +130,13 @@ class VariableRegistry:
             which TF1 would not have had and which must not reach checkpoint names. None
             outside a replica step (around a traced call, where merge_call code such as
             optimizer slot creation runs with explicit names).
+          step_prefix: the name scope of the step itself, which code in merge_call (Adam's
+            `beta1_power`) runs under; recorded from replica 0.
         """
-        if strip_prefix is not None and not tf.distribute.in_cross_replica_context():
+        if step_prefix is not None and not tf.distribute.in_cross_replica_context():
             context = tf.distribute.get_replica_context()
             if tf.get_static_value(context.replica_id_in_sync_group) == 0:
-                self._step_prefix = strip_prefix
+                self._step_prefix = step_prefix
         previous = (getattr(self._local, "strip_prefix", None),
                     getattr(self._local, "used_names", None))
         self._local.strip_prefix = strip_prefix
@@ -295,6 +307,36 @@ def _graphs_to_register_in() -> list[tf.Graph]:
     return graphs
 
 
+@contextlib.contextmanager
+def _ema_restore_by_name() -> Iterator[None]:
+    """`ExponentialMovingAverage.variables_to_restore` for variables created eagerly.
+
+    TF's version names non-averaged variables by `v.op.name`, which an eager variable does
+    not have; the shim's variables carry their v1 name in `v.name`, which gives the same map
+    (`{'dense/kernel/ExponentialMovingAverage': kernel, 'global_step': global_step, ...}`).
+    """
+    cls = _v1.train.ExponentialMovingAverage
+    original = cls.variables_to_restore
+
+    def variables_to_restore(self: Any, moving_avg_variables: Any = None) -> dict[str, Any]:
+        if moving_avg_variables is None:
+            moving_avg_variables = (_v1.trainable_variables() +
+                                    _v1.moving_average_variables())
+        name_map = {self.average_name(v): v for v in moving_avg_variables}
+        averaged = {v.name for v in moving_avg_variables}
+        for v in _v1.global_variables():
+            name = v.name.split(":")[0]
+            if v.name not in averaged and name not in name_map:
+                name_map[name] = v
+        return name_map
+
+    cls.variables_to_restore = variables_to_restore
+    try:
+        yield
+    finally:
+        cls.variables_to_restore = original
+
+
 def create_global_step(registry: VariableRegistry) -> tf.Variable:
     """Creates (or returns) the int64 global step, eagerly, as Estimator did before model_fn.
 
@@ -313,7 +355,10 @@ def create_global_step(registry: VariableRegistry) -> tf.Variable:
 
 @contextlib.contextmanager
 def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Iterator[None]:
-    """Makes the current replica's trace look like a fresh TF1 graph to the model_fn."""
+    """Makes the current replica's trace look like a fresh TF1 graph to the model_fn.
+
+    That includes TF1's tensor identity semantics: variables hash, `==` compares identity.
+    """
     graph = _v1.get_default_graph()
     strip_prefix = graph.get_name_scope()
     for key in _PER_STEP_COLLECTIONS + _tf_private.VARIABLE_STORE_COLLECTIONS:
@@ -327,8 +372,12 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
     _REPLICA_GRAPH.graph = graph
     root = _v1.VariableScope(reuse=False, name="")
     try:
-        with registry.creator_scope(strip_prefix), _v1.variable_scope(
-                root, auxiliary_name_scope=False):
+        # The model_fn runs at the graph's root name scope, as in TF1 graph construction:
+        # names it derives from the scope (`ExponentialMovingAverage.average_name`,
+        # `unique_name`) then match a TF1 graph's whatever loop it is traced in.
+        with graph.name_scope(None), registry.creator_scope("", step_prefix=strip_prefix), \
+                _v1.variable_scope(root, auxiliary_name_scope=False), \
+                _tf_private.tf1_tensor_equality(), _ema_restore_by_name():
             yield
     finally:
         _REPLICA_GRAPH.graph = previous_graph

@@ -7,8 +7,8 @@ TF1 expressed all three as *initializers*: they decide a variable's value only w
   `scaffold_fn` runs are recorded (the function is swapped for a recorder only inside
   `capture_init_from_checkpoint`), and `InitPlan.apply` assigns the values afterwards;
 * `scaffold_fn` is called once on the host after the variables exist (legacy called it on the
-  host too); a returned Scaffold with `init_fn` or `saver` is refused with an error, because
-  both need a TF1 session;
+  host too); a returned Scaffold with `init_fn` is refused (it needs a TF1 session); a
+  `saver` is honoured by evaluate/predict (the EMA-restore pattern) and refused in training;
 * `warm_start_from` (a path or `WarmStartSettings`) is resolved against the v1 names.
 
 The estimator applies the plan only when it starts from no checkpoint. This module knows the
@@ -157,21 +157,62 @@ def capture_init_from_checkpoint(plan: InitPlan) -> Iterator[None]:
         _v1.train.init_from_checkpoint = original
 
 
-def run_scaffold_fn(scaffold_fn: Any, plan: InitPlan) -> None:
-    """Calls a TPUEstimatorSpec's scaffold_fn on the host, recording its init calls."""
-    with capture_init_from_checkpoint(plan):
-        scaffold = scaffold_fn()
+class _RecordingSaver:
+    """Stands in for `tf.compat.v1.train.Saver` while scaffold_fn runs: keeps `var_list`."""
+
+    def __init__(self, var_list: Any = None, *args: Any, **kwargs: Any) -> None:
+        del args, kwargs
+        self.var_list = var_list
+
+
+def run_scaffold_fn(scaffold_fn: Any, plan: InitPlan, *,
+                    allow_saver: bool = False) -> dict[str, Any] | None:
+    """Calls a TPUEstimatorSpec's scaffold_fn on the host, recording its init calls.
+
+    Returns the `{checkpoint name: variable}` map of a returned Scaffold's `saver`, which
+    evaluation and prediction restore through (the EMA pattern:
+    `Scaffold(saver=Saver(ema.variables_to_restore()))`); training refuses a saver.
+    """
+    original_saver = _v1.train.Saver
+    _v1.train.Saver = _RecordingSaver
+    try:
+        with capture_init_from_checkpoint(plan):
+            scaffold = scaffold_fn()
+    finally:
+        _v1.train.Saver = original_saver
     if scaffold is None:
-        return
+        return None
     if getattr(scaffold, "init_fn", None) is not None:
         raise NotImplementedError(
             "scaffold_fn returned a Scaffold with `init_fn`, which needs a TF1 session. "
             "Call `tf.compat.v1.train.init_from_checkpoint(...)` inside scaffold_fn instead, "
             "or pass `warm_start_from` to TPUEstimator.")
-    if getattr(scaffold, "_saver", None) is not None:
+    saver = getattr(scaffold, "_saver", None)
+    if saver is None:
+        return None
+    if not allow_saver or not isinstance(saver, _RecordingSaver):
         raise NotImplementedError(
-            "scaffold_fn returned a Scaffold with a `saver`; tpu_estimator_compat saves and "
-            "restores checkpoints itself under the v1 variable names. Remove `saver=`.")
+            "scaffold_fn returned a Scaffold with a `saver` for training; "
+            "tpu_estimator_compat saves checkpoints itself under the v1 variable names. "
+            "A saver is honoured for evaluate/predict only (e.g. to restore EMA weights).")
+    var_list = saver.var_list
+    if isinstance(var_list, dict):
+        return dict(var_list)
+    return {v.name.split(":")[0]: v for v in (var_list or [])}
+
+
+def restore_through_map(checkpoint: str, var_map: Mapping[str, Any]) -> None:
+    """Restores each variable from the checkpoint tensor its map key names."""
+    reader = tf.train.load_checkpoint(checkpoint)
+    shapes = reader.get_variable_to_shape_map()
+    missing = sorted(name for name in var_map if name not in shapes)
+    if missing:
+        raise ValueError(f"The scaffold's saver asks for {missing}, which checkpoint "
+                         f"{checkpoint} does not hold.")
+    for name, variable in var_map.items():
+        variable.assign(reader.get_tensor(name))
+    logging.info("Restored %d variables from %s through the scaffold's saver.",
+                 len(var_map), checkpoint)
 
 
 def warm_start(settings: str | WarmStartSettings, variables: Mapping[str, tf.Variable],
