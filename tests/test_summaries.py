@@ -115,3 +115,31 @@ def test_v1_summaries_in_model_fn_are_dropped_with_warning(tmp_path, monkeypatch
     est.train(models.digits_input_fn(64, flat=True), steps=2)
     assert any("tf.compat.v1.summary op(s)" in w and "host_call" in w for w in warnings)
     assert "my_loss" not in {tag for _, tag, _ in events(str(tmp_path))}
+
+
+def test_host_call_in_eval(tmp_path, strategy):
+    """host_call works in EVAL too: the fn runs per eval step with real rows only."""
+
+    def model_fn(features, labels, mode, params):
+        spec = models.linear_full_model_fn(features, labels, mode, params)
+        if mode != "eval":
+            return spec
+        model_dir = params["model_dir"]
+
+        def host_call_fn(labels):
+            with tf.compat.v2.summary.create_file_writer(model_dir + "/eval_hc").as_default():
+                tf.compat.v2.summary.scalar("rows", tf.cast(tf.size(labels), tf.float32),
+                                            step=0)
+            return []
+
+        return spec._replace(host_call=(host_call_fn, [labels]))
+
+    config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
+                       eval_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=2))
+    est = TPUEstimator(model_fn=model_fn, config=config, train_batch_size=64,
+                       eval_batch_size=64, params={"model_dir": str(tmp_path)})
+    est.train(models.digits_input_fn(256, flat=True), steps=2)
+    est.evaluate(lambda params: tf.data.Dataset.from_tensor_slices(
+        models.digits(150, flat=True)).batch(params["batch_size"]))
+    rows = [v for _, tag, v in events(str(tmp_path / "eval_hc")) if tag == "rows"]
+    assert rows == [64.0, 64.0, 22.0]  # 150 examples: every one once, padding removed.

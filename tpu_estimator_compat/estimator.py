@@ -402,17 +402,29 @@ class TPUEstimator:
             metrics.reset()
         mean_loss = metrics_lib.MeanLoss()
         last_values: list[Any] = []
-        for result in session.chunks(steps):
-            for (leaves, mask), loss in zip(result.per_step(), result.losses):
-                mean_loss.update(loss)
-                if metrics is not None:
-                    metrics.update(_unflatten_rows(record.metric_structure, leaves, mask))
-            if result.steps_run and result.last:
-                last_values = [leaf[-1] for leaf in result.last]
+        slices = session.loop.leaf_slices()
+        host_call = (summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
+                                                  self._model_dir)
+                     if record.host_call is not None else None)
+        global_step = int(session.runtime.global_step.numpy())
+        try:
+            for result in session.chunks(steps):
+                for (leaves, mask), loss in zip(result.per_step(), result.losses):
+                    mean_loss.update(loss)
+                    if metrics is not None:
+                        metrics.update(_unflatten_rows(record.metric_structure,
+                                                       leaves[slices["metrics"]], mask))
+                    if host_call is not None:
+                        host_call.run([leaf[mask] for leaf in leaves[slices["host_call"]]],
+                                      global_step)
+                if result.steps_run and result.last:
+                    last_values = [leaf[-1] for leaf in result.last]
+        finally:
+            if host_call is not None:
+                host_call.close()
         values = metrics.result() if metrics is not None else {}
         if record.metric_op_names:
             values.update(dict(zip(record.metric_op_names, last_values)))
-        global_step = int(session.runtime.global_step.numpy())
         results = metrics_lib.finalize_eval_dict(values, mean_loss.result(), global_step)
         summaries_lib.write_eval_summaries(
             os.path.join(self._model_dir, "eval" if not name else f"eval_{name}"),
@@ -436,9 +448,10 @@ class TPUEstimator:
                                           hooks)
         keys = list(session.record.prediction_keys)
         wanted = _select_keys(keys, predict_keys)
+        where = session.loop.leaf_slices()["predictions"]
         for result in session.chunks(None):
             for leaves, mask in result.per_step():
-                batch = {k: leaf[mask] for k, leaf in zip(keys, leaves) if k in wanted}
+                batch = {k: leaf[mask] for k, leaf in zip(keys, leaves[where]) if k in wanted}
                 if not session.record.predictions_are_dict:
                     batch = batch[""]
                 if not yield_single_examples:

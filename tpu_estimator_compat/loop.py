@@ -215,6 +215,9 @@ def _rows_of(strategy: tf.distribute.Strategy, mask: Any) -> tf.Tensor:
     return tf.add_n(counts)
 
 
+GATHERED_KEYS = ("metrics", "predictions", "host_call")
+
+
 class InferenceLoop:
     """An eval or predict step compiled into one function running up to `n` steps per call.
 
@@ -244,6 +247,16 @@ class InferenceLoop:
                 lambda t: tf.TensorSpec(t.shape, t.dtype), outputs))
         return self._structure
 
+    def leaf_slices(self) -> dict[str, slice]:
+        """Where each gathered output's flattened leaves sit in `InferenceResult.gathered`."""
+        slices, start = {}, 0
+        for key in GATHERED_KEYS:
+            if key in self._structure:
+                count = len(tf.nest.flatten(self._structure[key]))
+                slices[key] = slice(start, start + count)
+                start += count
+        return slices
+
     def __call__(self, iterator: Any, n: int) -> InferenceResult:
         self.trace(iterator)
         steps, losses, rows, mask, gathered, last = self._run_steps(iterator, tf.constant(n))
@@ -257,7 +270,7 @@ class InferenceLoop:
 
     def _run_steps_fn(self, iterator: Any, n: tf.Tensor) -> Any:
         strategy, structure = self._strategy, self._structure
-        gather_keys = [k for k in ("metrics", "predictions") if k in structure]
+        gather_keys = [k for k in GATHERED_KEYS if k in structure]
         gather_specs = [s for k in gather_keys for s in tf.nest.flatten(structure[k])]
         last_specs = tf.nest.flatten(structure.get("metric_values", {}))
         gathered = [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)

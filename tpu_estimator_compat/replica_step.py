@@ -221,6 +221,8 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
                 record.metric_fn, record.metric_structure = eval_metrics[0], eval_metrics[1]
                 outputs["metrics"] = tf.nest.map_structure(tf.convert_to_tensor,
                                                            eval_metrics[1])
+            if record.host_call is not None:
+                outputs["host_call"] = record.host_call_tensors(spec)
             metric_ops = getattr(spec, "eval_metric_ops", None)
             if metric_ops:
                 record.metric_op_names = tuple(sorted(metric_ops))
