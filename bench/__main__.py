@@ -1,0 +1,134 @@
+"""`python -m bench`: one command, one machine, one table of ratios with PASS/FAIL.
+
+    .venv/bin/python -m bench --write-results   # full matrix, 3 interleaved repeats
+    .venv/bin/python -m bench --quick           # < 3 min: k=10, one repeat, short windows
+
+Filters (`--workloads mlp --contenders shim,tf2 --replicas 1 ...`) narrow the matrix for
+profiling one row. `--json F` appends each result to F as it lands; `--from-json F` renders
+the tables from such a file without running anything. Exits 1 when a contender process
+failed; targets that FAIL do not change the exit code (they are measurements, in the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+from bench import harness
+from bench import report
+from bench.workloads import WORKLOADS
+
+RESULTS_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
+QUICK = {"steps_per_call": (10,), "repeats": 1, "scale": 0.25}
+
+
+def _csv(kind: type) -> Callable[[str], tuple]:
+    return lambda text: tuple(kind(part) for part in text.split(",") if part)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help=f"development run, < 3 min: {QUICK}")
+    p.add_argument("--workloads", type=_csv(str), help="subset of " + ",".join(WORKLOADS))
+    p.add_argument("--contenders", type=_csv(str),
+                   help="subset of " + ",".join(harness.CONTENDERS))
+    p.add_argument("--steps-per-call", type=_csv(int), help="default 1,10,100")
+    p.add_argument("--replicas", type=_csv(int), help="default 1,8")
+    p.add_argument("--repeats", type=int, help="interleaved repeats (default 3)")
+    p.add_argument("--scale", type=float, help="multiplies measured steps (default 1.0)")
+    p.add_argument("--timing-repeats", type=int, help="timed calls per size, eval/predict")
+    p.add_argument("--shim-rev", help="measure tpu_estimator_compat as committed at this "
+                                      "git revision (default: the working tree)")
+    p.add_argument("--json", help="append every raw result to this JSON-lines file")
+    p.add_argument("--from-json", help="render the tables from a --json file; run nothing")
+    p.add_argument("--write-results", action="store_true",
+                   help="rewrite the generated part of bench/RESULTS.md")
+    return p.parse_args(argv)
+
+
+def options_from(args: argparse.Namespace) -> harness.Options:
+    values: dict[str, Any] = dict(QUICK) if args.quick else {}
+    for name in ("workloads", "contenders", "steps_per_call", "replicas", "repeats", "scale",
+                 "timing_repeats", "shim_rev"):
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    for name, allowed in (("workloads", WORKLOADS), ("contenders", harness.CONTENDERS)):
+        unknown = set(values.get(name, ())) - set(allowed)
+        if unknown:
+            raise SystemExit(f"--{name}: unknown {sorted(unknown)}; choose from {list(allowed)}")
+    return harness.Options(**values)
+
+
+def _append(path: str | None) -> Callable[[dict[str, Any]], None]:
+    def record(result: dict[str, Any]) -> None:
+        if path:
+            with open(path, "a") as f:
+                f.write(json.dumps(result) + "\n")
+    return record
+
+
+def render(results: list[dict[str, Any]], context: list[str]) -> str:
+    table_rows = report.rows(results)
+    loads = [r["load1_before"] for r in results]
+    tf_versions = sorted({r["tf_version"] for r in results if "tf_version" in r})
+    repeats = len({r["repeat"] for r in results})
+    header = context + [
+        f"{len(results)} contender processes in {repeats} interleaved repeat(s); ratios are "
+        "shim / reference within a repeat, median [min..max] over repeats; verdicts use the "
+        "median. Throughput is the best of up to 5 windows of whole calls after warm-up; "
+        "eval/predict from the time difference of a 1-batch and a longer call.",
+        f"Machine: {report.machine()}; TensorFlow {' and '.join(tf_versions)}.",
+        f"Load (1-min average when each process started): median "
+        f"{statistics.median(loads):.2f}, max {max(loads):.2f}, on {os.cpu_count()} cores.",
+    ]
+    return ("\n".join(f"- {line}" for line in header)
+            + f"\n\n### Ratios and targets ({report.summary(table_rows)})\n\n"
+            + report.ratio_table(table_rows)
+            + "\n\n### Absolute figures (medians)\n\n" + report.figures_table(results) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    command = ".venv/bin/python -m bench " + shlex.join(argv)
+    if args.from_json:
+        with open(args.from_json) as f:
+            results = [json.loads(line) for line in f if line.strip()]
+        context = [f"Rendered by `{command.strip()}` from recorded results."]
+    else:
+        options = options_from(args)
+        started = datetime.datetime.now().astimezone()
+        busy_before, git_state = harness.busy_processes(), harness.git_state(options.shim_rev)
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="tpu_bench_") as tmp:
+            results = harness.run_all(options, tmp, progress=lambda s: print(s, flush=True),
+                                      record=_append(args.json))
+        busy_after = harness.busy_processes()
+        context = [
+            f"Command: `{command.strip()}` (from the repository root).",
+            f"Started {started:%Y-%m-%d %H:%M %Z}, took "
+            f"{(time.monotonic() - t0) / 60:.1f} min. Code: {git_state}.",
+            "Other busy processes at start: " + ("; ".join(busy_before) or "none") + ".",
+            "Other busy processes at end: " + ("; ".join(busy_after) or "none") + ".",
+        ]
+    text = render(results, context)
+    print("\n" + text)
+    if args.write_results:
+        report.write_results(RESULTS_MD, text)
+        print(f"Wrote {RESULTS_MD}")
+    errors = [r for r in results if "error" in r]
+    for r in errors:
+        print(f"ERROR {r['contender']}/{r['workload']}/r{r['replicas']}/k{r['steps_per_call']}:"
+              f" {r['error']}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

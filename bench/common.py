@@ -1,0 +1,126 @@
+"""Stack-agnostic helpers for contender processes: result lines, peak RSS and rate windows.
+
+Every contender runs in its own process (so peak RSS is its own) and prints exactly one
+`BENCH_RESULT {json}` line on stdout for the harness. This module is imported under both
+TF 2.21 (`.venv`) and TF 2.15 (`.venv-legacy`), so it uses only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import resource
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+RESULT_PREFIX = "BENCH_RESULT "
+
+clock: Callable[[], float] = time.perf_counter
+
+
+def emit(result: dict[str, Any]) -> None:
+    """Prints the one line the harness parses; everything else a contender prints is noise."""
+    sys.stdout.write(RESULT_PREFIX + json.dumps(result, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def parse_spec(argv: Sequence[str]) -> dict[str, Any]:
+    """The run spec the harness passes as one JSON argument."""
+    if len(argv) != 2:
+        raise SystemExit(f"usage: {argv[0]} '<json spec>'")
+    return json.loads(argv[1])
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def round_up(value: int, multiple: int) -> int:
+    return int(math.ceil(value / multiple) * multiple)
+
+
+def train_plan(spec: dict[str, Any]) -> tuple[int, int]:
+    """(warm-up steps, measured steps) of the throughput call, both whole k-step calls.
+
+    Warm-up covers at least one call and at least `warmup_steps` steps, so one-step-per-call
+    contenders also skip their first, allocation-heavy steps.
+    """
+    k = spec["steps_per_call"]
+    warm = round_up(max(spec["warmup_steps"], k), k)
+    return warm, round_up(max(spec["measure_steps"], k), k)
+
+
+def steady_rate(stamps: Sequence[tuple[int, float]], warmup_steps: int,
+                windows: int = 5) -> tuple[float, float]:
+    """(best-window steps/sec, whole-span steps/sec) after the warm-up.
+
+    `stamps` are (cumulative steps finished, clock time) at the end of each call. The measured
+    span starts at the stamp where `warmup_steps` steps had finished, so every host round trip
+    and everything the contender does between calls falls inside it. The span is cut into up
+    to `windows` runs of whole calls; on a shared machine other processes only ever slow a
+    window down, so the fastest window is the most faithful figure, and every contender is
+    treated the same way.
+    """
+    start = next(i for i, (steps, _) in enumerate(stamps) if steps >= warmup_steps)
+    span = list(stamps[start:])
+    if len(span) < 2:
+        raise ValueError(f"no measured calls after warm-up {warmup_steps}: {stamps}")
+    calls = len(span) - 1
+    parts = min(windows, calls)
+    edges = sorted({round(i * calls / parts) for i in range(parts + 1)})
+    rates = [(span[b][0] - span[a][0]) / (span[b][1] - span[a][1])
+             for a, b in zip(edges, edges[1:])]
+    whole = (span[-1][0] - span[0][0]) / (span[-1][1] - span[0][1])
+    return max(rates), whole
+
+
+def train_figures(t_call: float, first: Sequence[tuple[int, float]],
+                  stamps: Sequence[tuple[int, float]], warmup_steps: int) -> dict[str, float]:
+    """The train figures from a 1-step first call and a separate throughput call.
+
+    The first call of a fresh process carries the trace/compile or graph build; its end is
+    the time to first step, exactly, whatever the steps per call.
+    """
+    best, whole = steady_rate(stamps, warmup_steps)
+    return {"time_to_first_step": first[0][1] - t_call, "train_steps_per_sec": best,
+            "train_steps_per_sec_whole": whole, "train_steps": stamps[-1][0]}
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = clock()
+    fn()
+    return clock() - start
+
+
+def call_sizes(spec: dict[str, Any], batch_size: int) -> dict[str, int]:
+    """`marginal_rate` arguments: a 1-batch call vs one with whole k-batch loops added.
+
+    With k batches per loop, a call of 1 + m*k batches runs one 1-batch loop plus m full
+    loops, so the difference between the two calls is exactly m full loops.
+    """
+    k = spec["steps_per_call"]
+    return {"small": 1, "big": 1 + round_up(spec["eval_steps"], k), "batch_size": batch_size,
+            "repeats": spec["timing_repeats"]}
+
+
+def marginal_rate(call: Callable[[int], Any], *, small: int, big: int, batch_size: int,
+                  repeats: int = 1) -> tuple[float, float]:
+    """(examples/sec, fixed seconds per call) of `call(steps)`, from calls of two sizes.
+
+    Eval and predict calls carry fixed costs (graph build, restore, trace lookup, metric
+    graph) that differ per contender; the difference between a `big` and a `small` call is
+    the steady per-batch cost, and the intercept the per-call overhead. Sizes alternate and
+    each keeps its fastest time, since noise from other processes only ever adds time.
+    """
+    times: dict[int, list[float]] = {small: [], big: []}
+    for _ in range(repeats):
+        for steps in (small, big):
+            times[steps].append(timed(lambda: call(steps)))
+    t_small, t_big = min(times[small]), min(times[big])
+    if t_big <= t_small:  # Noise swamped the difference: report no figure, not a wrong one.
+        sys.stderr.write(f"marginal_rate: {big} steps no slower than {small}: {times}\n")
+        return float("nan"), float("nan")
+    rate = (big - small) * batch_size / (t_big - t_small)
+    return rate, t_small - small * batch_size / rate

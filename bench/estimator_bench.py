@@ -1,0 +1,69 @@
+"""One measurement procedure for both estimator contenders: the shim and legacy TPUEstimator.
+
+The shim (`run_shim.py`, TF 2.21) and legacy (`run_legacy.py`, TF 2.15) differ only in how
+an estimator is built and how train-call ends are observed; `measure()` does the rest
+identically, so the two stacks run the same model_fn, the same input_fns and the same
+timing code. Legacy exposes per-step `SessionRunHook`s; the shim rejects hooks, so its
+per-loop ends come from its own `global_step = N, ...` progress log line. Both are
+(cumulative steps, clock) stamps for `common.steady_rate`.
+
+Imported on TF 2.15 too: `tf.compat.v1` only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from typing import Any, Protocol
+
+from bench import common
+from bench import models_v1
+
+
+class Stack(Protocol):
+    """The stack-specific half of an estimator contender."""
+
+    def make_estimator(self, model_fn: Any, model_dir: str, params: dict[str, Any]) -> Any:
+        ...
+
+    def train(self, estimator: Any, input_fn: Any, steps: int) -> list[tuple[int, float]]:
+        """Runs `steps` train steps; returns (steps finished, clock) at each call's end."""
+
+
+def _consume_predictions(estimator: Any, examples: int) -> None:
+    """Pulls `examples` single-example predictions, as a user iterating predict() does."""
+    predictions = estimator.predict(models_v1.predict_input_fn)
+    for _ in itertools.islice(predictions, examples):
+        pass
+    predictions.close()
+
+
+def measure(spec: dict[str, Any], stack: Stack) -> dict[str, Any]:
+    """Train, eval and predict figures for one (workload, steps per call, replicas).
+
+    Train: a 1-step call first (time to first step: graph build or trace, restore, initial
+    checkpoint, one step), then a throughput call continuing from that checkpoint.
+    """
+    workload = models_v1.WORKLOADS[spec["workload"]]
+    warm, measured = common.train_plan(spec)
+    params = {"workload": workload.name, "data": spec["data"]}
+    model_dir = tempfile.mkdtemp(prefix=f"bench_{spec['contender']}_", dir=spec["tmp"])
+    estimator = stack.make_estimator(
+        models_v1.make_model_fn(workload.name, stack.spec_cls), model_dir, params)
+
+    t_call = common.clock()
+    first = stack.train(estimator, models_v1.train_input_fn, 1)
+    stamps = stack.train(estimator, models_v1.train_input_fn, warm + measured)
+    result: dict[str, Any] = common.train_figures(t_call, first, stamps, warm)
+
+    batch = workload.batch_size
+    sizes = common.call_sizes(spec, batch)
+    estimator.evaluate(models_v1.eval_input_fn, steps=1)  # Trace/build once, untimed.
+    result["eval_examples_per_sec"], result["eval_call_overhead"] = common.marginal_rate(
+        lambda steps: estimator.evaluate(models_v1.eval_input_fn, steps=steps), **sizes)
+    _consume_predictions(estimator, batch)
+    result["predict_examples_per_sec"], result["predict_call_overhead"] = (
+        common.marginal_rate(lambda steps: _consume_predictions(estimator, steps * batch),
+                             **sizes))
+    result["peak_rss_mb"] = common.peak_rss_mb()
+    return result

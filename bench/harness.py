@@ -1,0 +1,214 @@
+"""Runs the contender matrix as interleaved subprocesses and collects one result per run.
+
+Owns scheduling only: which (contender, workload, replicas, steps per call) runs exist, their
+order, the pinned environment, and turning each subprocess's BENCH_RESULT line into a dict.
+Every run is its own process so peak RSS and time to first step are that contender's own.
+Within a repeat, runs of one workload sit next to each other with contenders alternating, and
+odd repeats run in reverse order (ABBA), so a slow drift in machine load hits shim and
+reference alike; ratios are then taken within a repeat (`report.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any, Callable, Iterable
+
+from bench import common
+from bench.workloads import WORKLOADS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = {"new": os.path.join(REPO, ".venv", "bin", "python"),
+          "legacy": os.path.join(REPO, ".venv-legacy", "bin", "python")}
+CONTENDERS = ("shim", "tf2", "keras", "legacy")
+MULTI_REPLICA_CONTENDERS = ("shim", "tf2")  # The issue measures 8 replicas for these two.
+# Pinned on both stacks: oneDNN changes float results and timings; quiet C++ logs.
+BASE_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0"}
+NEW_STACK_ENV = {"TF_USE_LEGACY_KERAS": "1"}  # r1 layers and tf_keras on TF 2.21.
+WARMUP_STEPS = 10
+MULTI_REPLICA_SCALE = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    contender: str
+    workload: str
+    replicas: int
+    steps_per_call: int  # iterations_per_loop / steps per tf.function call / per execution.
+
+    @property
+    def label(self) -> str:
+        return f"{self.contender}/{self.workload}/r{self.replicas}/k{self.steps_per_call}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    workloads: tuple[str, ...] = tuple(WORKLOADS)
+    steps_per_call: tuple[int, ...] = (1, 10, 100)
+    replicas: tuple[int, ...] = (1, 8)
+    contenders: tuple[str, ...] = CONTENDERS
+    repeats: int = 3
+    scale: float = 1.0  # Multiplies every workload's measured train/eval/predict steps.
+    timing_repeats: int = 1  # Timed calls per size in eval/predict (`common.marginal_rate`).
+    timeout: float = 1200.0
+    shim_rev: str | None = None  # Measure the library as committed at this git revision.
+
+
+def matrix(options: Options) -> list[Run]:
+    """All runs of one repeat, grouped by workload and replicas, contenders alternating.
+
+    Legacy TPUEstimator(use_tpu=False) runs one step per session.run whatever
+    iterations_per_loop says, so it runs once per workload, as k=1.
+    """
+    runs: list[Run] = []
+    for workload in options.workloads:
+        for replicas in options.replicas:
+            allowed = [c for c in options.contenders
+                       if replicas == 1 or c in MULTI_REPLICA_CONTENDERS]
+            for k in options.steps_per_call:
+                runs += [Run(c, workload, replicas, k) for c in allowed if c != "legacy"]
+            if "legacy" in allowed:
+                runs.append(Run("legacy", workload, replicas, 1))
+    return runs
+
+
+def spec_for(run: Run, options: Options, data: str, tmp: str) -> dict[str, Any]:
+    """The JSON a contender process gets. Same steps for every contender of a row."""
+    workload = WORKLOADS[run.workload]
+    # 8 replicas on 2 cores run several times slower per step; halve their windows so the
+    # full matrix stays near an hour. Rates, not counts, are compared.
+    scale = options.scale * (MULTI_REPLICA_SCALE if run.replicas > 1 else 1.0)
+    return {"contender": run.contender, "workload": run.workload, "replicas": run.replicas,
+            "steps_per_call": run.steps_per_call, "warmup_steps": WARMUP_STEPS,
+            "measure_steps": max(1, round(workload.measure_steps * scale)),
+            "eval_steps": max(1, round(workload.eval_steps * scale)),
+            "timing_repeats": options.timing_repeats, "data": data, "tmp": tmp}
+
+
+def prepare_code(tmp: str, shim_rev: str | None) -> str:
+    """A frozen copy of the code the contenders import, first on their PYTHONPATH.
+
+    The working tree is shared with other developers: copying `bench/` (and, with
+    `shim_rev`, exporting `tpu_estimator_compat/` at that revision) keeps every run of one
+    benchmark on the same code even if files change while it runs.
+    """
+    code = os.path.join(tmp, "code")
+    shutil.copytree(os.path.join(REPO, "bench"), os.path.join(code, "bench"),
+                    ignore=shutil.ignore_patterns("__pycache__", "*.md"))
+    if shim_rev:
+        archive = subprocess.run(["git", "archive", shim_rev, "tpu_estimator_compat"],
+                                 cwd=REPO, stdout=subprocess.PIPE, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", code], input=archive, check=True)
+    return code
+
+
+def _env(stack: str, code: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS",)}
+    env.update(BASE_ENV)
+    if stack == "new":
+        env.update(NEW_STACK_ENV)
+    env["PYTHONPATH"] = os.pathsep.join([code, REPO])
+    return env
+
+
+def _run_process(argv: list[str], stack: str, log_path: str, timeout: float,
+                 code: str) -> str:
+    with open(log_path, "w") as log:
+        proc = subprocess.run(argv, cwd=code, env=_env(stack, code), stdout=subprocess.PIPE,
+                              stderr=log, text=True, timeout=timeout)
+    if proc.returncode:
+        with open(log_path) as log:
+            tail = "".join(log.readlines()[-15:])
+        raise RuntimeError(f"exit {proc.returncode}; {log_path} ends:\n{tail}")
+    return proc.stdout
+
+
+def make_data(tmp: str, code: str) -> str:
+    """Generates the shared digits .npz once, in the temp dir every contender reads from."""
+    path = os.path.join(tmp, "digits.npz")
+    _run_process([PYTHON["new"], "-m", "bench.data", path, REPO], "new",
+                 os.path.join(tmp, "data.log"), 300, code)
+    return path
+
+
+def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
+            timeout: float, code: str) -> dict[str, Any]:
+    stack = "legacy" if run.contender == "legacy" else "new"
+    argv = [PYTHON[stack], "-m", f"bench.run_{run.contender}", json.dumps(spec)]
+    log_path = os.path.join(tmp, f"{run.label.replace('/', '_')}_rep{repeat}.log")
+    start, load = time.monotonic(), os.getloadavg()[0]
+    try:
+        out = _run_process(argv, stack, log_path, timeout, code)
+        lines = [line for line in out.splitlines() if line.startswith(common.RESULT_PREFIX)]
+        if len(lines) != 1:
+            raise RuntimeError(f"expected one {common.RESULT_PREFIX.strip()} line, got "
+                               f"{len(lines)}; see {log_path}")
+        result = json.loads(lines[0][len(common.RESULT_PREFIX):])
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        result = {"error": str(e)}
+    result.update(dataclasses.asdict(run), repeat=repeat, seconds=time.monotonic() - start,
+                  load1_before=load)
+    return result
+
+
+def run_all(options: Options, tmp: str | None = None,
+            progress: Callable[[str], None] = print,
+            record: Callable[[dict[str, Any]], None] = lambda result: None,
+            ) -> list[dict[str, Any]]:
+    """Runs `options.repeats` interleaved repeats of the matrix; returns every result.
+
+    `record` gets each result as soon as its process ends, so an interrupted run keeps what
+    it measured (`python -m bench --from-json`).
+    """
+    tmp = tmp or tempfile.mkdtemp(prefix="tpu_bench_")
+    code = prepare_code(tmp, options.shim_rev)
+    data = make_data(tmp, code)
+    runs = matrix(options)
+    results = []
+    for repeat in range(options.repeats):
+        ordered: Iterable[Run] = runs if repeat % 2 == 0 else reversed(runs)
+        for i, run in enumerate(ordered):
+            result = run_one(run, spec_for(run, options, data, tmp), tmp, repeat,
+                             options.timeout, code)
+            record(result)
+            status = ("ERROR " + result["error"].splitlines()[0] if "error" in result
+                      else f"{result['train_steps_per_sec']:.4g} steps/s")
+            progress(f"[repeat {repeat + 1}/{options.repeats} run {i + 1}/{len(runs)}] "
+                     f"{run.label}: {status} ({result['seconds']:.0f} s)")
+            results.append(result)
+    return results
+
+
+
+def busy_processes(min_cpu: float = 5.0) -> list[str]:
+    """Other processes using CPU now (ps %CPU, lifetime average): the noise in the numbers."""
+    try:
+        out = subprocess.run(["ps", "-eo", "pid,pcpu,args", "--sort=-pcpu"], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+    except OSError:
+        return []
+    busy = []
+    for line in out.splitlines()[1:]:
+        pid, cpu, args = line.split(None, 2)
+        if int(pid) != os.getpid() and float(cpu) >= min_cpu and "<defunct>" not in args:
+            busy.append(f"{float(cpu):.0f}% {args[:90]}")
+    return busy
+
+
+def git_state(shim_rev: str | None = None) -> str:
+    """The commit measured, and whether the library had uncommitted edits (shared tree)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL).stdout.strip()
+
+    if shim_rev:
+        return f"tpu_estimator_compat/ exported from {git('rev-parse', '--short', shim_rev)}"
+    dirty = git("status", "--porcelain", "--", "tpu_estimator_compat")
+    return git("rev-parse", "--short", "HEAD") + (
+        f" with uncommitted edits in tpu_estimator_compat/ ({len(dirty.splitlines())} files)"
+        if dirty else ", tpu_estimator_compat/ clean")

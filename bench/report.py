@@ -1,0 +1,227 @@
+"""Turns per-run results into ratio rows with PASS/FAIL, prints them, and writes RESULTS.md.
+
+Owns the targets of the benchmark issue and their arithmetic: every ratio is shim over a
+reference measured in the same repeat (so both saw the same machine load), summarised as
+median [min..max] over repeats; the verdict uses the median. Knows nothing about processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import statistics
+from typing import Any, Callable, Sequence
+
+from bench.workloads import WORKLOADS
+
+FIGURES = {  # key -> (label, unit)
+    "train_steps_per_sec": ("train steps/s", "steps/s"),
+    "eval_examples_per_sec": ("eval ex/s", "ex/s"),
+    "predict_examples_per_sec": ("predict ex/s", "ex/s"),
+    "time_to_first_step": ("time to 1st step", "s"),
+    "peak_rss_mb": ("peak RSS", "MiB"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """shim `figure` / reference `figure`, compared with `bound(workload)`."""
+
+    figure: str
+    reference: str
+    bound: Callable[[str], float] | None  # None: informational row, no verdict.
+    at_least: bool = True  # ratio >= bound (throughput) or ratio <= bound (time, memory).
+    same_k: bool = True  # Reference at the same steps per call; False: its single run.
+    replicas: tuple[int, ...] = (1, 8)
+
+
+def _legacy_train_bound(workload: str) -> float:
+    return 1.0 if WORKLOADS[workload].compute_bound else 3.0
+
+
+TARGETS = (
+    Target("train_steps_per_sec", "tf2", lambda w: 0.97),
+    Target("train_steps_per_sec", "legacy", _legacy_train_bound, same_k=False, replicas=(1,)),
+    Target("eval_examples_per_sec", "legacy", lambda w: 1.0, same_k=False, replicas=(1,)),
+    Target("predict_examples_per_sec", "legacy", lambda w: 1.0, same_k=False, replicas=(1,)),
+    Target("time_to_first_step", "legacy", lambda w: 1.0, at_least=False, same_k=False,
+           replicas=(1,)),
+    Target("peak_rss_mb", "tf2", lambda w: 1.2, at_least=False),
+    Target("train_steps_per_sec", "keras", None, replicas=(1,)),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    workload: str
+    replicas: int
+    steps_per_call: int
+    target: Target
+    shim: list[float]
+    reference: list[float]
+    ratios: list[float]
+    error: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return "ERROR"
+        if not self.ratios:
+            return "n/a"  # Every repeat's timing was swamped by noise (NaN); no figure.
+        if self.target.bound is None:
+            return "info"
+        bound, median = self.target.bound(self.workload), statistics.median(self.ratios)
+        ok = median >= bound if self.target.at_least else median <= bound
+        return "PASS" if ok else "FAIL"
+
+
+def _index(results: Sequence[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    return {(r["contender"], r["workload"], r["replicas"], r["steps_per_call"], r["repeat"]): r
+            for r in results}
+
+
+def rows(results: Sequence[dict[str, Any]]) -> list[Row]:
+    """One row per (target, workload, replicas, steps per call) present in `results`."""
+    index = _index(results)
+    shim_keys = sorted({(r["workload"], r["replicas"], r["steps_per_call"])
+                        for r in results if r["contender"] == "shim"},
+                       key=lambda key: (list(WORKLOADS).index(key[0]), key[1], key[2]))
+    repeats = sorted({r["repeat"] for r in results})
+    out = []
+    for workload, replicas, k in shim_keys:
+        for target in TARGETS:
+            if replicas not in target.replicas:
+                continue
+            ref_k = k if target.same_k else 1
+            if not any(key[:4] == (target.reference, workload, replicas, ref_k) for key in index):
+                continue
+            shim, ref, ratios, errors = [], [], [], []
+            for rep in repeats:
+                a = index.get(("shim", workload, replicas, k, rep))
+                b = index.get((target.reference, workload, replicas, ref_k, rep))
+                for r in (a, b):
+                    if r is not None and "error" in r:
+                        errors.append(r["error"].splitlines()[0])
+                if a is None or b is None or "error" in a or "error" in b:
+                    continue
+                x, y = a[target.figure], b[target.figure]
+                if x != x or y != y:  # NaN: a timing the noise swamped (see marginal_rate).
+                    continue
+                shim.append(x)
+                ref.append(y)
+                ratios.append(x / y)
+            out.append(Row(workload, replicas, k, target, shim, ref, ratios,
+                           "; ".join(sorted(set(errors)))))
+    return out
+
+
+def _fmt(value: float) -> str:
+    if value != value:
+        return "nan"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def _spread(values: Sequence[float], fmt: Callable[[float], str] = _fmt) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return fmt(values[0])
+    return f"{fmt(statistics.median(values))} [{fmt(min(values))}..{fmt(max(values))}]"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def ratio_table(table_rows: Sequence[Row]) -> str:
+    lines = ["| workload | replicas | k | figure | shim | reference | ratio shim/ref "
+             "median [min..max] | target | result |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in table_rows:
+        t = row.target
+        label, _ = FIGURES[t.figure]
+        target = ("-" if t.bound is None else
+                  f"{'>=' if t.at_least else '<='} {t.bound(row.workload):g}")
+        ref_name = t.reference if t.same_k else f"{t.reference} (k=1)"
+        result = row.verdict + (f" ({row.error[:60]})" if row.error else "")
+        lines.append(
+            f"| {row.workload} | {row.replicas} | {row.steps_per_call} | {label} | "
+            f"{_fmt(statistics.median(row.shim)) if row.shim else '-'} | "
+            f"{ref_name} {_fmt(statistics.median(row.reference)) if row.reference else '-'} | "
+            f"{_spread(row.ratios, _ratio)} | {target} | {result} |")
+    return "\n".join(lines)
+
+
+def figures_table(results: Sequence[dict[str, Any]]) -> str:
+    """Absolute medians per contender run, for context behind the ratios."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in results:
+        if "error" not in r:
+            key = (r["workload"], r["replicas"], r["contender"], r["steps_per_call"])
+            groups.setdefault(key, []).append(r)
+    order = {c: i for i, c in enumerate(("shim", "tf2", "keras", "legacy"))}
+    keys = sorted(groups, key=lambda k: (list(WORKLOADS).index(k[0]), k[1],
+                                         order.get(k[2], 9), k[3]))
+    lines = ["| workload | replicas | contender | k | n | train steps/s median [min..max] | "
+             "1st step s | eval ex/s | predict ex/s | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for key in keys:
+        runs = groups[key]
+
+        def med(field: str) -> str:
+            values = [r[field] for r in runs if r[field] == r[field]]
+            return _fmt(statistics.median(values)) if values else "nan"
+
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(runs)} | "
+                     f"{_spread([r['train_steps_per_sec'] for r in runs])} | "
+                     f"{med('time_to_first_step')} | {med('eval_examples_per_sec')} | "
+                     f"{med('predict_examples_per_sec')} | {med('peak_rss_mb')} |")
+    return "\n".join(lines)
+
+
+def summary(table_rows: Sequence[Row]) -> str:
+    counts: dict[str, int] = {}
+    for row in table_rows:
+        counts[row.verdict] = counts.get(row.verdict, 0) + 1
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+
+
+def machine() -> str:
+    """What the numbers were measured on; CPU model from /proc/cpuinfo."""
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = "unknown"
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(next(line.split()[1] for line in f if line.startswith("MemTotal")))
+        mem = f"{kib / 2**20:.0f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return (f"{os.cpu_count()} cores ({model}), {mem} RAM, {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}")
+
+
+BEGIN, END = "<!-- bench:begin (generated by python -m bench) -->", "<!-- bench:end -->"
+
+
+def write_results(path: str, generated: str) -> None:
+    """Replaces the generated block of RESULTS.md, keeping the hand-written notes around it."""
+    text = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    block = f"{BEGIN}\n{generated.rstrip()}\n{END}"
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        text = "# Benchmark results\n\n" + block + "\n"
+    with open(path, "w") as f:
+        f.write(text)

@@ -1,0 +1,29 @@
+"""Smoke test for `python -m bench`: a tiny configuration end to end, in a subprocess.
+
+Runs the real harness (data generation, two contender processes, report) on the MLP with
+short windows, and checks the table it prints has rows with numeric ratios and verdicts.
+It does not check the ratios' values: timings on a shared CI machine are noise at this size.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROW = re.compile(r"^\| mlp \| 1 \| 10 \| (?P<figure>[^|]+?) \| (?P<shim>[^|]+) \| "
+                 r"(?P<ref>[^|]+) \| (?P<ratio>[0-9.]+)(?: \[[^]]*\])? \| [^|]+ \| "
+                 r"(?P<result>PASS|FAIL) \|$", re.M)
+
+
+def test_bench_prints_ratio_rows():
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--workloads", "mlp", "--contenders", "shim,tf2",
+         "--steps-per-call", "10", "--replicas", "1", "--repeats", "1", "--scale", "0.1"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=170)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {m["figure"]: m for m in ROW.finditer(proc.stdout)}
+    assert set(rows) == {"train steps/s", "peak RSS"}, proc.stdout
+    for row in rows.values():
+        assert float(row["ratio"]) > 0, row.group(0)
+        assert row["ref"].startswith("tf2 "), row.group(0)
