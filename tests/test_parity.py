@@ -21,7 +21,7 @@ What is asserted, and how tightly:
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import subprocess
 import sys
@@ -35,35 +35,81 @@ from tpu_estimator_compat import parity
 ROOT = Path(__file__).resolve().parent.parent
 GOLDENS = ROOT / "tests" / "goldens"
 MODELS = sorted(d.name for d in GOLDENS.iterdir() if (d / parity.RECIPE_JSON).exists())
-REPLICAS = (1, 8)
-
+# 8-replica replays in the default run. The others take minutes on 2 cores (mnist all-reduces a
+# 13 MB gradient over 8 logical devices every step; resnet's 8-replica run is a different
+# computation anyway, see its recipe) and run under `-m slow`.
+DEFAULT_EIGHT = ("tiny_cnn",)
 # Files the legacy model_dir has and the shim does not write: TF1 MetaGraphs and the graph text
 # (a traced tf.function has no single TF1 graph to export; nothing restores from them).
 KNOWN_LISTING_GAPS = ("graph.pbtxt", ".meta")
+# Files only the shim writes: its model_dir lock against two concurrent writers.
+KNOWN_SHIM_ONLY_FILES = (".tpu_estimator_compat.lock",)
 # Summaries legacy wrote that the shim does not (yet) within a recipe's 30 steps: legacy
 # TPUEstimator wrote the step rate every iterations_per_loop steps (steps 11, 21 at ipl=10);
 # the shim writes it every RunConfig.log_step_count_steps (default 100).
-KNOWN_TAG_GAPS = {".": ("global_step/sec", "examples/sec")}
+# `loss_1`: legacy's own loss summary, renamed by TF1 because a host_call summary took `loss`.
+KNOWN_TAG_GAPS = {".": ("global_step/sec", "examples/sec", "loss_1")}
+# Batch-norm moving statistics: in a tf.function Keras updates them inside FusedBatchNormV3
+# (`exponential_avg_factor`, since `executing_eagerly_outside_functions()` is true), in a TF1
+# graph with `moving -= (moving - batch) * (1 - momentum)`; both are correct and round
+# differently (~1 ulp per step). Trainable weights and losses stay bit-exact.
+BN_MOVING_STATISTICS = ("/moving_mean", "/moving_variance")
 
 
-def _replay(model: str, out: Path) -> dict[int, parity.Record]:
+def _bn_statistics(golden: parity.Record) -> list[str]:
+    return [n for n in golden.data["checkpoint"] if n.endswith(BN_MOVING_STATISTICS)]
+
+
+def _multi_replica_comparable(recipe: parity.Recipe) -> None:
+    if recipe.multi_replica_differs:
+        pytest.skip(f"{recipe.name} on 8 replicas is a different computation: "
+                    f"{recipe.multi_replica_differs}")
+
+
+def _replay(plan: dict[str, tuple[int, ...]], out: Path) -> dict[str, dict[int, parity.Record]]:
+    """Replays goldens in one subprocess with the repeatable environment pinned."""
     env = dict(os.environ, **parity.REPEATABLE_ENV, TF_CPP_MIN_LOG_LEVEL="2")
     command = [sys.executable, "-m", "tpu_estimator_compat.parity", "replay",
-               f"--golden_dir={GOLDENS / model}", f"--replicas={','.join(map(str, REPLICAS))}",
                f"--work_dir={out / 'work'}", f"--out={out / 'replay'}"]
+    for model, replicas in plan.items():
+        command += [f"--golden_dir={GOLDENS / model}", f"--replicas={','.join(map(str, replicas))}"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    reports = "\n".join(line for line in result.stdout.splitlines())
-    print(reports)  # Shown by pytest on failure: the whole parity report.
-    if not (out / "replay" / "x1" / parity.GOLDEN_JSON).exists():
-        raise AssertionError(f"parity replay of {model} crashed:\n{result.stderr[-6000:]}")
-    return {n: parity.Record.load(str(out / "replay" / f"x{n}")) for n in REPLICAS}
+    print(result.stdout)  # Shown by pytest on failure: the whole parity report.
+    records = {}
+    for model, replicas in plan.items():
+        records[model] = {}
+        for n in replicas:
+            path = out / "replay" / model / f"x{n}"
+            if not (path / parity.GOLDEN_JSON).exists():
+                raise AssertionError(f"parity replay of {model} x{n} crashed:\n"
+                                     f"{result.stderr[-6000:]}")
+            records[model][n] = parity.Record.load(str(path))
+    return records
+
+
+@pytest.fixture(scope="module")
+def default_replays(tmp_path_factory):
+    plan = {m: (1, 8) if m in DEFAULT_EIGHT else (1,) for m in MODELS}
+    return _replay(plan, tmp_path_factory.mktemp("parity"))
 
 
 @pytest.fixture(scope="module", params=MODELS)
-def case(request, tmp_path_factory):
+def case(request, default_replays):
     """(recipe, golden, {replicas: replay record}) for one model."""
     recipe, golden = parity.load_golden(str(GOLDENS / request.param))
-    replays = _replay(request.param, tmp_path_factory.mktemp(request.param))
+    return recipe, golden, default_replays[request.param]
+
+
+@pytest.fixture(scope="module", params=[
+    m if m in DEFAULT_EIGHT else pytest.param(m, marks=pytest.mark.slow) for m in MODELS])
+def eight(request, tmp_path_factory):
+    """(recipe, golden, {8: replay record}) for one model."""
+    model = request.param
+    recipe, golden = parity.load_golden(str(GOLDENS / model))
+    if model in DEFAULT_EIGHT:
+        replays = request.getfixturevalue("default_replays")[model]
+    else:
+        replays = _replay({model: (8,)}, tmp_path_factory.mktemp(model))[model]
     return recipe, golden, replays
 
 
@@ -105,38 +151,85 @@ def test_one_replica_losses_bit_exact(case):
 
 
 def test_one_replica_final_weights_bit_exact(case):
+    """Every tensor bit-exact, batch-norm moving statistics aside (see the next tests)."""
     _, golden, replays = case
-    for check in parity.compare_checkpoints(golden, replays[1], parity.Tolerances.exact()):
+    skip = set(_bn_statistics(golden))
+    kept = lambda r: parity.Record(  # noqa: E731
+        {"checkpoint": {n: v for n, v in r.data["checkpoint"].items() if n not in skip}},
+        r.arrays)
+    for check in parity.compare_checkpoints(kept(golden), kept(replays[1]),
+                                            parity.Tolerances.exact()):
         _assert(check)
 
 
-@pytest.mark.parametrize("replicas", REPLICAS)
-def test_checkpoint_names_shapes_and_steps_equal_legacy(case, replicas):
+def test_one_replica_batch_norm_statistics_within_rounding(case):
     _, golden, replays = case
-    replay = replays[replicas]
-    names = parity.compare_checkpoints(golden, replay, parity.Tolerances())[0]
-    _assert(names)
+    names = _bn_statistics(golden)
+    if not names:
+        pytest.skip("no batch norm")
+    for name in names:
+        key = f"weights/{name}"
+        np.testing.assert_allclose(replays[1].arrays[key], golden.arrays[key], rtol=2e-6,
+                                   atol=1e-7, err_msg=name)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Known shim gap: Keras batch norm inside the shim's tf.function takes the fused "
+    "moving-average path; TF1 graphs took assign_sub. See migration_guide/parity.md."))
+def test_one_replica_batch_norm_statistics_bit_exact(case):
+    _, golden, replays = case
+    names = _bn_statistics(golden)
+    if not names:
+        pytest.skip("no batch norm")
+    wrong = [n for n in names if golden.data["checkpoint"][n]["sha256"]
+             != replays[1].data["checkpoint"][n]["sha256"]]
+    assert not wrong, wrong
+
+
+def _names_shapes_steps(golden: parity.Record, replay: parity.Record) -> None:
+    _assert(parity.compare_checkpoints(golden, replay, parity.Tolerances())[0])
     assert replay.data["checkpoint_steps"] == golden.data["checkpoint_steps"]
+
+
+def test_checkpoint_names_shapes_and_steps_equal_legacy(case):
+    _, golden, replays = case
+    _names_shapes_steps(golden, replays[1])
+
+
+def test_eight_replicas_checkpoint_names_shapes_and_steps_equal_legacy(eight):
+    _, golden, replays = eight
+    _names_shapes_steps(golden, replays[8])
 
 
 @pytest.mark.parametrize("section", ["eval", "eval_full_batches"])
 def test_one_replica_evaluate_exact(case, section):
+    """Exact; with batch norm, eval uses the moving statistics: loss within 1e-6 relative."""
     _, golden, replays = case
     if section not in golden.data:
         pytest.skip(f"recipe records no {section}")
-    for check in parity.compare_eval(golden.data[section], replays[1].data[section],
-                                     parity.Tolerances.exact()):
+    tol = parity.Tolerances.exact()
+    if _bn_statistics(golden):
+        tol = dataclasses.replace(tol, eval_loss_rtol=1e-6)
+    for check in parity.compare_eval(golden.data[section], replays[1].data[section], tol):
         _assert(check)
 
 
-@pytest.mark.parametrize("replicas", REPLICAS)
-def test_predictions(case, replicas):
-    recipe, golden, replays = case
+def test_one_replica_predictions(case):
+    _, golden, replays = case
     if "predictions" not in golden.data:
         pytest.skip("recipe records no predictions")
-    tol = (parity.Tolerances.single_replica() if replicas == 1
-           else parity.Tolerances.for_recipe(recipe))
-    for check in parity.compare_predictions(golden, replays[replicas], tol):
+    for check in parity.compare_predictions(golden, replays[1],
+                                            parity.Tolerances.single_replica()):
+        _assert(check)
+
+
+def test_eight_replicas_predictions(eight):
+    recipe, golden, replays = eight
+    if "predictions" not in golden.data:
+        pytest.skip("recipe records no predictions")
+    _multi_replica_comparable(recipe)
+    for check in parity.compare_predictions(golden, replays[8],
+                                            parity.Tolerances.for_golden(recipe, golden)):
         _assert(check)
 
 
@@ -157,56 +250,63 @@ def test_one_ulp_probability_difference_is_the_softmax_kernel(case):
             replays[1].arrays["predictions/probabilities"])
 
 
-def test_eight_replicas_losses_within_summation_order_tolerance(case):
-    recipe, golden, replays = case
+def test_eight_replicas_losses_within_summation_order_tolerance(eight):
+    recipe, golden, replays = eight
+    _multi_replica_comparable(recipe)
     _assert(parity.compare_losses(golden.data["losses"], replays[8].data["losses"],
-                                  parity.Tolerances.for_recipe(recipe)))
+                                  parity.Tolerances.for_golden(recipe, golden)))
 
 
-def test_eight_replicas_final_weights_close(case):
-    recipe, golden, replays = case
+def test_eight_replicas_final_weights_close(eight):
+    recipe, golden, replays = eight
+    _multi_replica_comparable(recipe)
     for check in parity.compare_checkpoints(golden, replays[8],
-                                            parity.Tolerances.for_recipe(recipe)):
+                                            parity.Tolerances.for_golden(recipe, golden)):
         _assert(check)
 
 
-def test_eight_replicas_evaluate_on_full_batches(case):
+def test_eight_replicas_evaluate_on_full_batches(eight):
     """Same keys and types; metrics within the recipe's tolerance when no batch is padded."""
-    recipe, golden, replays = case
+    recipe, golden, replays = eight
+    _multi_replica_comparable(recipe)
     section = "eval_full_batches" if "eval_full_batches" in golden.data else "eval"
     for check in parity.compare_eval(golden.data[section], replays[8].data[section],
-                                     parity.Tolerances.for_recipe(recipe)):
+                                     parity.Tolerances.for_golden(recipe, golden)):
         _assert(check)
 
 
-def test_eight_replicas_evaluate_keys_types_and_metrics_with_padded_batch(case):
-    recipe, golden, replays = case
+def test_eight_replicas_evaluate_keys_types_and_metrics_with_padded_batch(eight):
+    recipe, golden, replays = eight
     checks = parity.compare_eval(golden.data["eval"], replays[8].data["eval"],
-                                 parity.Tolerances.for_recipe(recipe))
+                                 parity.Tolerances.for_golden(recipe, golden))
     for check in checks:
-        if check.name != "evaluate()['loss']":
-            _assert(check)
+        if check.name == "evaluate()['loss']":
+            continue
+        if recipe.multi_replica_differs and "'" in check.name:
+            continue  # Values of a different computation; keys and types still must match.
+        _assert(check)
 
 
 @pytest.mark.xfail(strict=True, reason=(
     "Known shim gap: on N replicas the padded rows of a partial last eval batch enter the "
     "loss of the replica that holds them (model_fn's mean runs over the padded batch); legacy "
     "CPU evaluate() averages real rows only. See migration_guide/parity.md."))
-def test_eight_replicas_eval_loss_with_padded_batch(case):
-    recipe, golden, replays = case
+def test_eight_replicas_eval_loss_with_padded_batch(eight):
+    recipe, golden, replays = eight
+    _multi_replica_comparable(recipe)
     if "eval_full_batches" not in golden.data:
         pytest.skip("recipe's eval input has no partial batch")
     checks = parity.compare_eval(golden.data["eval"], replays[8].data["eval"],
-                                 parity.Tolerances.for_recipe(recipe))
+                                 parity.Tolerances.for_golden(recipe, golden))
     _assert(next(c for c in checks if c.name == "evaluate()['loss']"))
 
 
-@pytest.mark.parametrize("replicas", REPLICAS)
-def test_model_dir_listing_equals_legacy_but_known_gaps(case, replicas):
+def test_model_dir_listing_equals_legacy_but_known_gaps(case):
     _, golden, replays = case
     only_legacy, only_shim = parity.diff_listing(golden.data["model_dir_listing"],
-                                                 replays[replicas].data["model_dir_listing"])
-    assert not only_shim, f"files the legacy stack does not write: {only_shim}"
+                                                 replays[1].data["model_dir_listing"])
+    unexpected = [f for f in only_shim if f not in KNOWN_SHIM_ONLY_FILES]
+    assert not unexpected, f"files the legacy stack does not write: {unexpected}"
     unexplained = [f for f in only_legacy if not f.endswith(KNOWN_LISTING_GAPS)]
     assert not unexplained, f"files the shim does not write: {unexplained}"
 
@@ -219,3 +319,15 @@ def test_event_tags_equal_legacy(case):
                 for d, tags in parity.tag_names(golden.data["event_tags"]).items()}
     assert parity.tag_names(replays[1].data["event_tags"]) == expected, (
         "if the shim now writes a tag listed in KNOWN_TAG_GAPS, remove it from there")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Known shim gap: host_call tensors are read after the train op, so a host_call that "
+    "logs the global step sees 1..N where legacy saw 0..N-1. See migration_guide/parity.md."))
+def test_host_call_summary_steps_equal_legacy(case):
+    _, golden, replays = case
+    legacy, shim = golden.data["event_tags"].get(".", {}), replays[1].data["event_tags"].get(".", {})
+    per_step = [t for t, steps in legacy.items() if len(steps) == len(golden.data["losses"])]
+    if not per_step:
+        pytest.skip("no per-step (host_call) summaries")
+    assert {t: shim.get(t) for t in per_step} == {t: legacy[t] for t in per_step}

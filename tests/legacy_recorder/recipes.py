@@ -17,7 +17,7 @@ MNIST = dict(
     name="mnist",
     module="legacy_models/mnist/mnist_tpu.py",
     params={"data_dir": ""},
-    flags={"learning_rate": 0.05},
+    flags={"learning_rate": 0.02},
     use_tpu_flag="use_tpu",
     zero_dropout=True,
     train_batch_size=64,
@@ -48,4 +48,29 @@ TINY_CNN = dict(
     resume_steps=10,
 )
 
-RECIPES = {r["name"]: r for r in (MNIST, TINY_CNN)}
+# The small ResNet (legacy_models/resnet): batch norm through UPDATE_OPS, weight decay,
+# label smoothing, Nesterov momentum with warmup + cosine, and a host_call writing v2
+# summaries every step. Width 8 keeps it fast.
+RESNET = dict(
+    name="resnet",
+    module="tests/legacy_recorder/resnet_parity.py",
+    params=dict(
+        num_classes=10, width=8, blocks_per_stage=1, base_learning_rate=0.2,
+        lr_schedule="cosine", warmup_steps=5, train_steps=30, momentum=0.9, weight_decay=1e-4,
+        label_smoothing=0.1, bn_momentum=0.9, bn_epsilon=1e-5, model_dir="{model_dir}",
+        skip_host_call=False, iterations_per_loop=10),
+    zero_dropout=False,
+    train_batch_size=64,
+    eval_batch_size=64,
+    predict_batch_size=16,
+    train_steps=30,
+    iterations_per_loop=10,
+    save_checkpoints_steps=10,
+    full_eval_steps=4,  # 297 test digits: 4 full batches of 64, then 41.
+    num_predictions=16,
+    multi_replica_differs=(
+        "batch norm normalizes each replica's 8 examples, not the global 64 (as on TPU "
+        "cores), so 8 replicas train a different function than 1"),
+)
+
+RECIPES = {r["name"]: r for r in (MNIST, TINY_CNN, RESNET)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -50,6 +51,13 @@ def main() -> None:
     import recipes
 
     names = [n for n in args.models.split(",") if n] or list(recipes.RECIPES)
+    if len(names) > 1:
+        # One process per recipe: scripts define absl flags, and two scripts often define the
+        # same ones (--tpu, --model_dir), which absl refuses in one process.
+        for name in names:
+            subprocess.run([sys.executable, os.path.abspath(__file__), f"--models={name}",
+                            f"--goldens={args.goldens}"], check=True)
+        return
     for name in names:
         recipe = parity.Recipe.from_json(recipes.RECIPES[name])
         with tempfile.TemporaryDirectory(prefix=f"record_{name}_") as work_dir:
