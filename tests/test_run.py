@@ -128,6 +128,7 @@ def test_mnist_runs_unchanged_with_use_tpu_on_a_machine_without_tpu(runs):
     assert predictions == [str(i) for i in range(10)]
     assert "Evaluation results: {'accuracy'" in stdout
     assert "NoTPUClusterResolver(tpu=None)" in stderr  # Constructed unconditionally, no crash.
+    assert "TF1 mode: off (auto: 3 file(s) scanned" in stderr
     assert "TPUConfig num_shards=8 but _DefaultDistributionStrategy has 1 replica(s)" in stderr
     names = _checkpoint_names(os.path.join(runs["out"], "mnist"))
     assert {"conv2d/kernel", "dense_1/bias", "global_step"} <= names
@@ -152,6 +153,7 @@ def test_tf1_idiom_script_and_its_helper_package_see_the_v1_api(runs):
     assert {"LayerNorm/beta", "LayerNorm/gamma", "hidden/kernel", "logits/bias"} <= (
         _checkpoint_names(os.path.join(runs["out"], "tf1")))
     assert "NoTPUClusterResolver(tpu=None)" in stderr
+    assert re.search(r"TF1 mode: on \(auto: train_tf1\.py:\d+ tf\.\w+", stderr)
 
 
 def test_compat_v1_script_runs_on_cpu_replicas_via_console_script(runs):

@@ -72,17 +72,33 @@ def split_cpu(replicas: int) -> None:
         ) from e
 
 
+def _announce(msg: str, *args: Any) -> None:
+    """Logs one INFO line even before the script raised absl's verbosity to INFO.
+
+    Which mode a script runs in decides what its `tf` names mean, so the user should always
+    see it; the script's own verbosity is restored at once.
+    """
+    previous = logging.get_verbosity()
+    logging.set_verbosity(max(previous, logging.INFO))
+    try:
+        logging.info(msg, *args)
+    finally:
+        logging.set_verbosity(previous)
+
+
 def _choose_tf1_mode(mode: str, script: str, user_code: tf1_mode.UserCode) -> bool:
     if mode != "auto":
-        logging.info("TF1 mode: %s (--tf1_mode=%s).", mode, mode)
+        _announce("TF1 mode: %s (--tf1_mode=%s).", mode, mode)
         return mode == "on"
     found = tf1_mode.detect(script, user_code)
     if not found.is_tf1:
-        logging.info("TF1 mode: off (auto: %d file(s) scanned, no TF1-only names on "
-                     "`import tensorflow`).", len(found.files))
+        _announce("TF1 mode: off (auto: %d file(s) scanned, no TF1-only names on "
+                  "`import tensorflow`).", len(found.files))
         return False
-    logging.info("TF1 mode: on (auto: %s%s).", ", ".join(found.tf1[:_EVIDENCE_SHOWN]),
-                 ", ..." if len(found.tf1) > _EVIDENCE_SHOWN else "")
+    _announce("TF1 mode: on (auto: %s%s); `import tensorflow` in modules under %s%s is the "
+              "TF1 API.", ", ".join(found.tf1[:_EVIDENCE_SHOWN]),
+              ", ..." if len(found.tf1) > _EVIDENCE_SHOWN else "", ", ".join(user_code.roots),
+              f" and packages {', '.join(user_code.packages)}" if user_code.packages else "")
     if found.tf2:
         logging.warning("TF1 mode is on, but these names exist only in TF2 and will fail: %s. "
                         "Use tf.compat.v2.<name> for them, or --tf1_mode=off.",

@@ -254,9 +254,6 @@ def enable(user_code: UserCode) -> dict[str, Any]:
     if not any(isinstance(f, UserModuleFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, UserModuleFinder(user_code))
     tf.compat.v1.disable_v2_tensorshape()
-    logging.info("TF1 mode: `import tensorflow` in modules under %s%s is the TF1 API.",
-                 ", ".join(user_code.roots),
-                 f" and packages {', '.join(user_code.packages)}" if user_code.packages else "")
     return tf1_builtins()
 
 
