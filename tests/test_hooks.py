@@ -85,8 +85,9 @@ def nan_in_fourth_batch_input_fn(params):
 
 
 def test_nan_tensor_hook_names_the_step(tmp_path, strategy):
-    est = make(tmp_path, strategy, ipl=2)
-    with pytest.raises(v1.train.NanLossDuringTrainingError, match=r"global step 4\."):
+    # stop_on_nan_loss=False: the hook, not the estimator's own check, must catch it.
+    est = make(tmp_path, strategy, ipl=2, stop_on_nan_loss=False)
+    with pytest.raises(v1.train.NanLossDuringTrainingError, match=r"global step 4 is nan"):
         est.train(nan_in_fourth_batch_input_fn, steps=8,
                   hooks=[v1.train.NanTensorHook("loss")])
 

@@ -56,7 +56,7 @@ _REPLACEABLE_PROPERTIES = (
         "keep_checkpoint_every_n_hours", "log_step_count_steps", "train_distribute",
         "device_fn", "protocol", "eval_distribute", "experimental_distribute",
         "experimental_max_worker_delay_secs", "session_creation_timeout_secs",
-        "checkpoint_save_graph_def", "tpu_config")
+        "checkpoint_save_graph_def", "tpu_config", "stop_on_nan_loss")
 
 
 # Attributes that refer to live objects rather than plain settings; see RunConfig.__deepcopy__.
@@ -584,7 +584,8 @@ class RunConfig:
                  experimental_distribute: Any = None,
                  experimental_max_worker_delay_secs: int | None = None,
                  session_creation_timeout_secs: int | None = 7200,
-                 checkpoint_save_graph_def: bool = True) -> None:
+                 checkpoint_save_graph_def: bool = True,
+                 stop_on_nan_loss: bool = True) -> None:
         """Validates the arguments and reads cluster properties from `TF_CONFIG`.
 
         Args:
@@ -597,6 +598,9 @@ class RunConfig:
             model_dir: Where checkpoints and summaries go; may also come from TF_CONFIG.
             save_checkpoints_steps: Checkpoint every N steps. Exclusive with
                 `save_checkpoints_secs`; when neither is given, checkpoints every 600 s.
+            stop_on_nan_loss: Not in legacy: stop training with an error naming the global
+                step when a step's loss is NaN or Inf (legacy needed a NanTensorHook). On by
+                default; False trains on, as legacy did without the hook.
             **others: As in the legacy Estimator `RunConfig`; stored and validated.
 
         Raises:
@@ -626,6 +630,10 @@ class RunConfig:
         self._experimental_max_worker_delay_secs = experimental_max_worker_delay_secs
         self._session_creation_timeout_secs = session_creation_timeout_secs
         self._checkpoint_save_graph_def = checkpoint_save_graph_def
+        if not isinstance(stop_on_nan_loss, bool):
+            raise TypeError(f"`stop_on_nan_loss` must be True or False, got "
+                            f"{stop_on_nan_loss!r}.")
+        self._stop_on_nan_loss = stop_on_nan_loss
         self._tpu_config = TPUConfig() if tpu_config is None else tpu_config
         _validate_run_config(self)
 
@@ -807,6 +815,10 @@ class RunConfig:
     @property
     def checkpoint_save_graph_def(self) -> bool:
         return self._checkpoint_save_graph_def
+
+    @property
+    def stop_on_nan_loss(self) -> bool:
+        return self._stop_on_nan_loss
 
     @property
     def cluster_spec(self) -> tf.train.ClusterSpec:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import signal
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -28,6 +29,7 @@ from tpu_estimator_compat import keras_env
 from tpu_estimator_compat import loop as loop_lib
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import replica_step
+from tpu_estimator_compat import safety
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import strategy as strategy_lib
 from tpu_estimator_compat import summaries as summaries_lib
@@ -256,54 +258,72 @@ class TPUEstimator:
             # Keras 2 initializers draw their seeds from Python's `random`, so seeding TF
             # alone does not repeat a run; legacy graph mode got this from the graph seed.
             tf.keras.utils.set_random_seed(self._config.tf_random_seed)
-        with runtime.scope():
-            dataset = inputs_lib.distribute(
-                runtime.strategy, input_fn, params=self._params, config=self._config,
-                mode=ModeKeys.TRAIN, plan=plan, use_tpu=self._use_tpu)
-            iterator = iter(dataset)
-            init_plan = warm_start_lib.InitPlan()
-            # Tracing creates the variables; only then can a checkpoint be restored.
-            with warm_start_lib.capture_init_from_checkpoint(init_plan):
-                train_loop, record = self._train_loop(runtime, plan, iterator)
-            hook_runner = hooks_lib.HookRunner(list(hooks or ()) + list(record.hooks),
-                                               runtime.global_step)
-            manager = self._checkpoint_manager(runtime)
-            if manager.restore_latest() is None:
-                self._initialize_from_elsewhere(runtime, record, init_plan)
-            step = int(runtime.global_step.numpy())
-            policy = self._save_policy(runtime, hook_runner, saving_listeners)
-            policy.begin(step)
-            hook_runner.begin(step)
-            if target is not None:
-                target = hook_runner.limit_target(target)
-            listeners = [_HookListener(hook_runner), policy, _TrainReporting(
-                summaries_lib.TrainSummaries(
-                    self._model_dir, save_summary_steps=self._config.save_summary_steps,
-                    log_step_count_steps=self._config.log_step_count_steps,
-                    examples_per_step=plan.global_batch_size),
-                summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
-                                             self._model_dir)
-                if record.host_call is not None else None,
-                runtime.global_step, self._host_call_every_n())]
-
-            def run_steps(n: int) -> loop_lib.LoopResult:
-                with runtime.scope():
-                    return train_loop(iterator, n)
-
-            driver = loop_lib.TrainDriver(
-                run_steps=run_steps, read_step=lambda: int(runtime.global_step.numpy()),
-                checkpoint=policy, listeners=listeners,
-                examples_per_step=plan.global_batch_size)
-            try:
-                final = driver.run(target_step=target if target is not None else 2**62,
-                                   iterations_per_loop=self._iterations_per_loop())
-                policy.end(final)
-                hook_runner.end()
-            finally:
-                for listener in listeners:
-                    listener.close()
-        logging.info("Loss for final step: %s.", driver.last_loss)
+        with safety.ModelDirLock(self._model_dir), safety.StopSignals() as signals, \
+                runtime.scope():
+            self._train_locked(runtime, plan, input_fn, list(hooks or ()), target,
+                               saving_listeners, signals)
+        if signals.terminated:
+            raise SystemExit(128 + signal.SIGTERM)
         return self
+
+    def _train_locked(self, runtime: _Runtime, plan: inputs_lib.BatchPlan,
+                      input_fn: Callable[..., Any], hooks: list[Any], target: int | None,
+                      saving_listeners: Sequence[Any] | None,
+                      signals: safety.StopSignals) -> None:
+        """The body of train(), with model_dir locked and the runtime's scopes entered."""
+        dataset = inputs_lib.distribute(
+            runtime.strategy, input_fn, params=self._params, config=self._config,
+            mode=ModeKeys.TRAIN, plan=plan, use_tpu=self._use_tpu)
+        iterator = iter(dataset)
+        init_plan = warm_start_lib.InitPlan()
+        # Tracing creates the variables; only then can a checkpoint be restored.
+        with warm_start_lib.capture_init_from_checkpoint(init_plan):
+            train_loop, record = self._train_loop(runtime, plan, iterator)
+        hook_runner = hooks_lib.HookRunner(hooks + list(record.hooks), runtime.global_step)
+        if self._checkpoint_manager(runtime).restore_latest() is None:
+            self._initialize_from_elsewhere(runtime, record, init_plan)
+        step = int(runtime.global_step.numpy())
+        policy = self._save_policy(runtime, hook_runner, saving_listeners)
+        policy.begin(step)
+        hook_runner.begin(step)
+        if target is not None:
+            target = hook_runner.limit_target(target)
+        listeners = [_HookListener(hook_runner), policy, signals, _TrainReporting(
+            summaries_lib.TrainSummaries(
+                self._model_dir, save_summary_steps=self._config.save_summary_steps,
+                log_step_count_steps=self._config.log_step_count_steps,
+                examples_per_step=plan.global_batch_size),
+            summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
+                                         self._model_dir)
+            if record.host_call is not None else None,
+            runtime.global_step, self._host_call_every_n())]
+
+        def run_steps(n: int) -> loop_lib.LoopResult:
+            with runtime.scope():
+                return train_loop(iterator, n)
+
+        def read_step() -> int:
+            return int(runtime.global_step.numpy())
+
+        driver = loop_lib.TrainDriver(
+            run_steps=run_steps, read_step=read_step, checkpoint=policy,
+            listeners=listeners, examples_per_step=plan.global_batch_size,
+            stop_on_nan_loss=self._config.stop_on_nan_loss)
+        try:
+            final = driver.run(target_step=target if target is not None else 2**62,
+                               iterations_per_loop=self._iterations_per_loop())
+            policy.end(final)
+            hook_runner.end()
+        except KeyboardInterrupt:
+            # Reaches Python between loops, so the variables hold a completed loop's state.
+            logging.warning("Interrupted: writing a checkpoint at global step %d.",
+                            read_step())
+            policy.end(read_step())
+            raise
+        finally:
+            for listener in listeners:
+                listener.close()
+        logging.info("Loss for final step: %s.", driver.last_loss)
 
     def _save_policy(self, runtime: _Runtime, hook_runner: hooks_lib.HookRunner,
                      saving_listeners: Sequence[Any] | None) -> "_SavePolicy":

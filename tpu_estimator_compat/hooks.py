@@ -27,6 +27,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import loop as loop_lib
+
 _v1 = tf.compat.v1
 _train = _v1.train
 
@@ -73,18 +75,6 @@ def _value_key(fetch: Any) -> str | None:
         return name if name in ("loss", "global_step") else None
     name = getattr(fetch, "name", "") or ""
     return "global_step" if name.split(":")[0].endswith("global_step") else None
-
-
-class NanLossError(_train.NanLossDuringTrainingError):
-    """Legacy's NanLossDuringTrainingError, saying at which global step the loss went NaN."""
-
-    def __init__(self, step: int) -> None:
-        super().__init__()
-        self.step = step
-
-    def __str__(self) -> str:
-        return (f"NaN loss during training at global step {self.step}. Lower the learning "
-                "rate or check the inputs; the last checkpoint before it is in model_dir.")
 
 
 class HostSession:
@@ -183,7 +173,7 @@ class HookRunner:
                 if bad.size:
                     failed = step - len(losses) + 1 + int(bad[0])
                     if hook._fail_on_nan_loss:  # pylint: disable=protected-access
-                        raise NanLossError(failed)
+                        raise loop_lib.NanLossError(failed, float(losses[bad[0]]))
                     logging.warning("Model diverged with loss = NaN at step %d.", failed)
                     stop = True
             elif isinstance(hook, _train.LoggingTensorHook):

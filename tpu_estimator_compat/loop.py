@@ -91,6 +91,28 @@ def make_multi_step_train_fn(
     return TrainLoop(run_steps)
 
 
+class NanLossError(tf.compat.v1.train.NanLossDuringTrainingError):
+    """Legacy's NanLossDuringTrainingError, saying at which global step the loss went bad."""
+
+    def __init__(self, step: int, value: float) -> None:
+        super().__init__()
+        self.step = step
+        self.value = value
+
+    def __str__(self) -> str:
+        return (f"NaN loss during training: the loss of global step {self.step} is "
+                f"{self.value}. Lower the learning rate or check the inputs; the last "
+                "checkpoint before it is in model_dir. (RunConfig(stop_on_nan_loss=False) "
+                "trains on.)")
+
+
+def _raise_on_nan_loss(step: int, losses: np.ndarray) -> None:
+    """Raises before anything is saved when a step of the loop that ended at `step` diverged."""
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if bad.size:
+        raise NanLossError(step - len(losses) + 1 + int(bad[0]), float(losses[bad[0]]))
+
+
 class TrainLoop:
     """The compiled train function, host side: trace once, then run chunks of n steps."""
 
@@ -136,6 +158,7 @@ class TrainDriver:
     listeners: Sequence[LoopListener] = ()
     examples_per_step: int | None = None
     clock: Callable[[], float] = time.monotonic
+    stop_on_nan_loss: bool = False
     last_loss: float | None = None
     _target: int | None = None
 
@@ -157,6 +180,8 @@ class TrainDriver:
             seconds = max(self.clock() - start, 1e-9)
             step = self.read_step()
             self._report(step, result, seconds)
+            if self.stop_on_nan_loss:
+                _raise_on_nan_loss(step, result.losses)
             if self.checkpoint.should_save(step):
                 self.checkpoint.save(step)
             stop = [listener.after_loop(step, result, seconds) for listener in self.listeners]
