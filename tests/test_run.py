@@ -72,6 +72,10 @@ def _tree_digest(root):
     return digest.hexdigest()
 
 
+def _fixture_digest():
+    return [_tree_digest(os.path.dirname(script)) for script in (TF1_SCRIPT, COMPAT_V1_SCRIPT)]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("launcher"))
@@ -85,7 +89,7 @@ def runs(tmp_path_factory):
                PYTHONDONTWRITEBYTECODE="1")
     env.pop("TF_USE_LEGACY_KERAS", None)  # The launcher must set it itself.
     launcher = [sys.executable, "-m", "tpu_estimator_compat.run"]
-    fixtures_before = _tree_digest(os.path.join(HERE, "scripts"))
+    fixtures_before = _fixture_digest()
     specs = {
         "mnist": launcher + [MNIST, f"--model_dir={out}/mnist", "--use_tpu=true",
                              "--num_shards=8", "--train_steps=20", "--iterations=10"],
@@ -166,7 +170,7 @@ def test_compat_v1_script_runs_on_cpu_replicas_via_console_script(runs):
 def test_user_files_are_not_modified(runs):
     for name in runs["launches"]:
         _result(runs, name)
-    assert _tree_digest(os.path.join(HERE, "scripts")) == runs["fixtures_before"]
+    assert _fixture_digest() == runs["fixtures_before"]
 
 
 # ---------------------------------------------------------------------------------------------
