@@ -17,7 +17,7 @@ import dataclasses
 import os
 import re
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 import tensorflow as tf
@@ -176,11 +176,8 @@ class V1Saver:
         Returns:
             `prefix`, for symmetry with `tf.compat.v1.train.Saver.save`.
         """
-        _check_cross_replica("V1Saver.save")
         names = list(self._variables)
-        # Reading in cross-replica context gives the mirrored value or the aggregated
-        # sync-on-read value, which is what a TF1 Saver's saveables wrote.
-        values = [self._variables[n].read_value() for n in names]
+        values = self.read_values()
         parent = os.path.dirname(prefix)
         if parent:
             tf.io.gfile.makedirs(parent)
@@ -189,6 +186,17 @@ class V1Saver:
                               shape_and_slices=[_FULL_TENSOR] * len(names), tensors=values)
         logging.info("Saved %d variables to %s", len(names), prefix)
         return prefix
+
+    def read_values(self) -> list[tf.Tensor]:
+        """The values `save` writes, in name order, without writing them.
+
+        Reading in cross-replica context gives the mirrored value or the aggregated
+        sync-on-read value, which is what a TF1 Saver's saveables wrote. On a multi-worker
+        strategy that aggregation is an all-reduce every worker must join, so workers that do
+        not write a checkpoint still call this when the writer saves.
+        """
+        _check_cross_replica("V1Saver.save")
+        return [self._variables[n].read_value() for n in self._variables]
 
     def restore(self, prefix: str) -> None:
         """Restores every managed variable from the checkpoint at `prefix`, by v1 name.
@@ -301,12 +309,15 @@ def _to_tensor(value: Any, dtype: tf.DType) -> tf.Tensor | None:
 def _open_checkpoint(prefix: str, where: str) -> tf.train.CheckpointReader:
     try:
         return tf.train.load_checkpoint(prefix)
-    except (tf.errors.NotFoundError, tf.errors.DataLossError, tf.errors.InvalidArgumentError,
-            ValueError) as e:
+    except (tf.errors.OpError, ValueError) as e:
+        # OpError covers NotFound, DataLoss and the bare UNKNOWN OpError TF raises for a
+        # truncated index ("file is too short to be an sstable").
         raise ValueError(
             f"{where}: cannot read a checkpoint at {prefix!r} ({type(e).__name__}: {e}). "
-            "Pass a checkpoint prefix such as '/model_dir/model.ckpt-100' (without '.index'), "
-            "e.g. the value of `CheckpointManager.latest_checkpoint()`.") from e
+            "If it is listed in model_dir's `checkpoint` file it may be corrupt: delete its "
+            "files (and its line in `checkpoint`) to resume from the previous one. Otherwise "
+            "pass a checkpoint prefix such as '/model_dir/model.ckpt-100' (without "
+            "'.index').") from e
 
 
 def checkpoint_step(prefix: str) -> int:
@@ -336,6 +347,22 @@ def checkpoint_step(prefix: str) -> int:
     return int(reader.get_tensor(GLOBAL_STEP_NAME))
 
 
+class WorkerSync(Protocol):
+    """How the workers of one job share a model_dir (given by the caller; see cluster.py).
+
+    Exactly one worker, the writer, writes files. Every worker calls `save` and
+    `restore_latest` at the same points, so `agree` and `barrier` pair up across workers.
+    """
+
+    is_writer: bool
+
+    def agree(self, step: int) -> int:
+        """The writer's `step`, returned on every worker."""
+
+    def barrier(self) -> None:
+        """Returns once every worker has called it."""
+
+
 @dataclasses.dataclass
 class _Recorded:
     path: str
@@ -361,6 +388,11 @@ class CheckpointManager:
       its timestamp and vanished files dropped - legacy `recover_last_checkpoints`.
     * Saving a step that was already saved overwrites it and moves it to the newest slot.
 
+    Several worker processes sharing one model_dir (`sync`): only the writer (the chief)
+    writes files; the others read the variables along with it and wait until its checkpoint
+    is published, so no worker runs ahead of a checkpoint that is not on disk yet; every
+    worker restores the checkpoint the writer names as latest.
+
     Deliberate differences: every checkpoint beyond the window is pruned at once (legacy
     deleted one per save, so a smaller `keep_checkpoint_max` after a restart took several saves
     to take effect); the state file also gets `all_model_checkpoint_timestamps` and
@@ -373,7 +405,8 @@ class CheckpointManager:
     def __init__(self, model_dir: str, saver: V1Saver, *, keep_checkpoint_max: int | None = 5,
                  keep_checkpoint_every_n_hours: float | None = 10000,
                  basename: str = "model.ckpt",
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 sync: WorkerSync | None = None) -> None:
         """Recovers the checkpoint list of `model_dir`.
 
         Args:
@@ -385,6 +418,7 @@ class CheckpointManager:
             basename: File name prefix of the checkpoints.
             clock: Wall-clock seconds since the epoch (injectable for tests); the timestamps
                 are compared with file mtimes after a restart, so it must be wall time.
+            sync: For a model_dir shared by several worker processes; None on one process.
 
         Raises:
             ValueError: a negative `keep_checkpoint_max`, a non-positive
@@ -415,6 +449,7 @@ class CheckpointManager:
                               else float(keep_checkpoint_every_n_hours) * 3600.0)
         self._basename = basename
         self._clock = clock
+        self._sync = sync
         self._last_preserved = clock()
         self._next_keep_time = (None if self._every_n_secs is None
                                 else self._last_preserved + self._every_n_secs)
@@ -452,7 +487,9 @@ class CheckpointManager:
         Order, for crash safety: (1) if this step is already published, republish the state
         file without it; (2) SaveV2 writes data then index; (3) the state file is atomically
         replaced to name the new checkpoint; (4) pruned checkpoints' files are deleted. A
-        crash at any point leaves the state file naming only complete checkpoints.
+        crash at any point leaves the state file naming only complete checkpoints. With
+        `sync`, a worker that is not the writer only reads the variables, and every worker
+        returns once the writer has published the checkpoint.
 
         Args:
             global_step: The step the variables' values belong to.
@@ -462,6 +499,15 @@ class CheckpointManager:
         """
         step = _as_step(global_step)
         path = self.checkpoint_path(step)
+        if self._sync is None or self._sync.is_writer:
+            self._save(step, path)
+        else:
+            self._saver.read_values()
+        if self._sync is not None:
+            self._sync.barrier()
+        return path
+
+    def _save(self, step: int, path: str) -> None:
         tf.io.gfile.makedirs(self._model_dir)
         self._unpublish(path)
         # Forgotten until rewritten: if the rewrite crashes, its files may be mixed old/new.
@@ -481,7 +527,6 @@ class CheckpointManager:
                 self._maybe_delete(old)
         else:
             self._write_state(path, [_Recorded(path, now)])
-        return path
 
     def restore_latest(self) -> int | None:
         """Restores the latest checkpoint; returns its global step, or None if there is none.
@@ -490,15 +535,38 @@ class CheckpointManager:
         resumed from), or the path's `-<step>` suffix if the checkpoint has no global step.
         """
         latest = self.latest_checkpoint()
+        if self._sync is not None:
+            latest = self._agreed(latest)
         if latest is None:
             return None
         self._saver.restore(latest)
+        if self._sync is not None:
+            self._sync.barrier()  # Nobody writes before every worker has read.
         reader = _open_checkpoint(latest, "CheckpointManager.restore_latest")
         if reader.has_tensor(GLOBAL_STEP_NAME):
             return int(reader.get_tensor(GLOBAL_STEP_NAME))
         return checkpoint_step(latest)
 
     # ----------------------------------------------------------------------------------
+
+    def _agreed(self, latest: str | None) -> str | None:
+        """The writer's latest checkpoint, found in this worker's view of model_dir."""
+        step = self._sync.agree(-1 if latest is None else checkpoint_step(latest))
+        if step < 0:
+            if latest is not None:
+                logging.warning("Ignoring %s: the chief sees no checkpoint in %s.", latest,
+                                self._model_dir)
+            return None
+        if latest is not None and checkpoint_step(latest) == step:
+            return latest
+        candidates = [p for p in self._published_paths() if checkpoint_step(p) == step]
+        path = candidates[0] if candidates else self.checkpoint_path(step)
+        if not tf.io.gfile.exists(path + ".index"):
+            raise ValueError(
+                f"The chief restores the checkpoint of step {step}, but this worker cannot "
+                f"read {path} (its latest is {latest}). Every worker must see the same "
+                "model_dir: put it on a filesystem all workers share.")
+        return path
 
     def _state(self) -> Any:
         try:
