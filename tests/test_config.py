@@ -465,6 +465,17 @@ def test_tf_config_single_node_cluster_is_local(monkeypatch):
     assert (c.master, c.is_chief, c.num_worker_replicas) == ("", True, 1)
 
 
+@pytest.mark.parametrize("index", [0, 1])
+def test_tf_config_workers_only_worker_zero_is_chief(monkeypatch, index):
+    """The MultiWorkerMirroredStrategy layout: no chief job, worker 0 leads."""
+    _set_tf_config(monkeypatch, {"cluster": {"worker": ["w0:1", "w1:1"]},
+                                 "task": {"type": "worker", "index": index}})
+    c = RunConfig()
+    assert (c.task_type, c.task_id, c.is_chief) == ("worker", index, index == 0)
+    assert (c.num_worker_replicas, c.global_id_in_cluster) == (2, index)
+    assert c.master == f"grpc://w{index}:1"
+
+
 def test_tf_config_master_job(monkeypatch):
     _set_tf_config(monkeypatch, {"cluster": {"master": ["m:1"], "worker": ["w:1"]},
                                  "task": {"type": "master", "index": 0}})
@@ -487,9 +498,10 @@ def test_tf_config_local_mode_session_master_and_model_dir(monkeypatch):
          "If \"cluster\" is not set in TF_CONFIG, task type must be WORKER, got 'chief'."),
         ({"task": {"type": "worker", "index": 2}}, ValueError,
          "If \"cluster\" is not set in TF_CONFIG, task index must be 0, got 2."),
-        ({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}, ValueError,
+        ({"cluster": {"ps": ["a:1"], "worker": ["b:1"]}, "task": {"type": "worker",
+                                                                  "index": 0}}, ValueError,
          "If \"cluster\" is set in TF_CONFIG, it must have one \"chief\" node. "
-         "Got jobs ['worker']."),
+         "Got jobs ['ps', 'worker']."),
         ({"cluster": {"chief": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}},
          ValueError,
          "The \"cluster\" in TF_CONFIG must have only one \"chief\" node, got ['a:1', 'b:1']."),

@@ -64,3 +64,29 @@ def tf1_tensor_equality():
     finally:
         if was_enabled:
             tf.compat.v1.enable_tensor_equality()
+
+# MultiWorkerMirroredStrategy gives a worker without GPUs exactly one replica: its local
+# device list is hard-coded in `CollectiveAllReduceExtended._initialize_local_devices`, and no
+# public argument names the local devices of a *multi-worker* strategy (`devices=` only
+# exists for the single-worker form). A CPU split into logical devices stands in for the
+# cores of a TPU host (the launcher's `--cpu_replicas`, the multi-worker tests), so that list
+# is swapped for the logical CPUs while the strategy is constructed, and restored after. The
+# engine itself (collectives, input workers, health checks) is TensorFlow's, unchanged.
+from tensorflow.python.distribute import collective_all_reduce_strategy as _cars  # noqa: E402
+
+
+@_contextlib.contextmanager
+def multi_worker_replicas_on_local_cpus(count: int):
+    """Inside: a MultiWorkerMirroredStrategy being built puts `count` replicas on CPUs 0..n-1."""
+    extended = _cars.CollectiveAllReduceExtended
+    original = extended._initialize_local_devices  # pylint: disable=protected-access
+
+    def local_cpus(self, cluster_resolver, worker_device):
+        del self, cluster_resolver
+        return tuple(f"{worker_device}/device:CPU:{i}" for i in range(count)), "CPU"
+
+    extended._initialize_local_devices = local_cpus  # pylint: disable=protected-access
+    try:
+        yield
+    finally:
+        extended._initialize_local_devices = original  # pylint: disable=protected-access

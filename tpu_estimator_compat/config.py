@@ -362,11 +362,13 @@ class _ClusterInfo(NamedTuple):
 def _validate_task(cluster_spec: tf.train.ClusterSpec, task_env: dict,
                    chief_task_type: str) -> tuple[str, int]:
     """Checks `TF_CONFIG['task']` against the cluster; returns (task_type, task_id)."""
-    if chief_task_type not in cluster_spec.jobs:
+    # With workers only (MultiWorkerMirroredStrategy) worker 0 leads; there is no chief job.
+    if chief_task_type != TaskType.WORKER and chief_task_type not in cluster_spec.jobs:
         raise ValueError(
                 'If "cluster" is set in TF_CONFIG, it must have one "{}" node. Got jobs {}.'
                 .format(chief_task_type, sorted(cluster_spec.jobs)))
-    if len(cluster_spec.job_tasks(chief_task_type)) > 1:
+    if (chief_task_type != TaskType.WORKER
+            and len(cluster_spec.job_tasks(chief_task_type)) > 1):
         raise ValueError(
                 'The "cluster" in TF_CONFIG must have only one "{}" node, got {}.'
                 .format(chief_task_type, cluster_spec.job_tasks(chief_task_type)))
@@ -447,6 +449,12 @@ def _cluster_info_from_tf_config(tf_config: dict) -> _ClusterInfo:
                 "If `master` node exists in `cluster`, job `chief` is not supported. "
                 "Keep only one of them in TF_CONFIG.")
     chief_task_type = TaskType.MASTER if uses_master_job else TaskType.CHIEF
+    if (not uses_master_job and TaskType.CHIEF not in cluster_spec.jobs
+            and TaskType.PS not in cluster_spec.jobs and TaskType.WORKER in cluster_spec.jobs):
+        # The usual MultiWorkerMirroredStrategy TF_CONFIG lists workers only; worker 0 is
+        # its chief. Legacy accepted this layout only with a `train_distribute` (through the
+        # distribute coordinator); here the strategy comes from the cluster itself.
+        chief_task_type = TaskType.WORKER
     task_type, task_id = _validate_task(cluster_spec, task_env, chief_task_type)
 
     if task_type == TaskType.EVALUATOR:
@@ -473,10 +481,12 @@ def _cluster_info_from_tf_config(tf_config: dict) -> _ClusterInfo:
             evaluation_master=_LOCAL_MASTER,
             num_ps_replicas=len(jobs.get(TaskType.PS, [])),
             num_worker_replicas=(len(jobs.get(TaskType.WORKER, []))
-                                 + len(jobs.get(chief_task_type, []))),
+                                 + (len(jobs.get(chief_task_type, []))
+                                    if chief_task_type != TaskType.WORKER else 0)),
             global_id_in_cluster=_global_id(cluster_spec, task_type, task_id,
                                             chief_task_type),
-            is_chief=task_type == chief_task_type, service=service)
+            is_chief=task_type == chief_task_type and (
+                chief_task_type != TaskType.WORKER or task_id == 0), service=service)
 
 
 def _is_number(value: Any) -> bool:

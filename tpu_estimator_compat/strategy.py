@@ -2,10 +2,14 @@
 
 Rules, in order:
 1. `RunConfig(train_distribute=...)` (or `eval_distribute` for evaluation) wins.
-2. `use_tpu=False`: the default strategy, on the host CPU, as legacy ran.
-3. `use_tpu=True`: TPUStrategy when a TPU is reachable (a resolver passed as
-   `RunConfig(cluster=...)`, or local TPU devices); otherwise MirroredStrategy over the local
-   GPUs, or over the logical CPU devices when the CPU has been split into several (the
+2. `use_tpu=True` and `RunConfig(cluster=TPUClusterResolver(...))` naming a reachable TPU
+   (one host or a whole pod): TPUStrategy, which drives every host of the pod from here.
+3. A cluster of several workers, from `TF_CONFIG` or a non-TPU `RunConfig(cluster=...)`:
+   the process-wide MultiWorkerMirroredStrategy (`cluster.py`), whatever `use_tpu` says;
+   running each worker on its own would train N unsynchronised copies into one model_dir.
+4. `use_tpu=False`: the default strategy, on the host CPU, as legacy ran.
+5. `use_tpu=True`: TPUStrategy over local TPU devices; otherwise MirroredStrategy over the
+   local GPUs, or over the logical CPU devices when the CPU has been split into several (the
    launcher's `--cpu_replicas`); otherwise the default strategy.
 
 On a real TPU `num_shards` must equal the core count (legacy error). On a fallback a mismatch
@@ -20,6 +24,8 @@ from typing import Any
 
 import tensorflow as tf
 from absl import logging
+
+from tpu_estimator_compat import cluster as cluster_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +84,32 @@ def _local_fallback() -> StrategyChoice:
                           "no TPU or GPU; default strategy on the host CPU")
 
 
+def _choose(use_tpu: bool, cluster: Any) -> StrategyChoice:
+    """Rules 2-5 of the module docstring; a TPU resolver is tried (and warned about) once."""
+    names_tpu = isinstance(cluster, tf.distribute.cluster_resolver.TPUClusterResolver)
+    if use_tpu and names_tpu:
+        tpu = _try_tpu(cluster)
+        if tpu is not None:
+            return tpu
+    resolver = cluster_lib.multi_worker_resolver(cluster)
+    if resolver is not None:
+        return _multi_worker(resolver)
+    if not use_tpu:
+        return StrategyChoice(tf.distribute.get_strategy(),
+                              "use_tpu=False: default strategy on the host CPU")
+    return (None if names_tpu else _try_tpu(cluster)) or _local_fallback()
+
+
+def _multi_worker(resolver: Any) -> StrategyChoice:
+    strategy = cluster_lib.multi_worker_strategy(resolver)
+    hosts = cluster_lib.num_hosts(strategy)
+    local = strategy.num_replicas_in_sync // hosts
+    role = "the chief" if cluster_lib.is_chief(strategy) else "not the chief"
+    return StrategyChoice(
+        strategy, f"cluster of {hosts} workers; this process is "
+                  f"{cluster_lib.describe(resolver)}, {role}, with {local} local replica(s)")
+
+
 _WARNED_SHARD_MISMATCH: set[tuple[int, str, int]] = set()
 
 
@@ -87,11 +119,8 @@ def select(*, use_tpu: bool, distribute: tf.distribute.Strategy | None,
     if distribute is not None:
         choice = StrategyChoice(distribute, "given by RunConfig",
                                 is_tpu=isinstance(distribute, tf.distribute.TPUStrategy))
-    elif not use_tpu:
-        choice = StrategyChoice(tf.distribute.get_strategy(),
-                                "use_tpu=False: default strategy on the host CPU")
     else:
-        choice = _try_tpu(cluster) or _local_fallback()
+        choice = _choose(use_tpu, cluster)
     replicas = choice.strategy.num_replicas_in_sync
     logging.info("TPUEstimator runs on %s with %d replica(s): %s.",
                  type(choice.strategy).__name__, replicas, choice.reason)

@@ -1,0 +1,345 @@
+"""The cluster a job runs on: its workers, its chief, and the process's multi-worker strategy.
+
+Synopsis::
+
+    resolver = cluster.multi_worker_resolver(run_config.cluster)  # None on one machine
+    strategy = cluster.multi_worker_strategy(resolver)            # once per process
+    cluster.num_hosts(strategy), cluster.is_chief(strategy)
+    rows = cluster.gather(strategy, per_replica_tensor)           # every worker's replicas
+
+This module owns what changes when a job spans several machines on tf.distribute's own
+multi-worker engines (`MultiWorkerMirroredStrategy` for GPU/CPU clusters; `TPUStrategy`
+already spans a whole pod from one client): reading the worker count from `TF_CONFIG` or a
+ClusterResolver, the one `MultiWorkerMirroredStrategy` of a process (it configures collective
+ops for the process, and instances share collective keys), how many input hosts a strategy
+has, which process is the chief (the only one writing checkpoints and summaries), gathering
+per-replica tensors from every worker, and the small agreements workers must reach so that
+they issue the same collectives in the same order (which checkpoint to restore, when to save,
+when to stop). It knows nothing about models, input_fns, loops or file formats.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Callable, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from tpu_estimator_compat import _tf_private
+
+_TRAINING_JOBS = ("chief", "worker")
+
+_MWMS = tf.distribute.MultiWorkerMirroredStrategy
+
+
+def _training_tasks(spec: tf.train.ClusterSpec) -> int:
+    """Tasks that run replicas under MultiWorkerMirroredStrategy: the chief and the workers."""
+    return sum(spec.num_tasks(job) for job in _TRAINING_JOBS if job in spec.jobs)
+
+
+def _is_tpu_resolver(resolver: Any) -> bool:
+    return isinstance(resolver, tf.distribute.cluster_resolver.TPUClusterResolver)
+
+
+def _is_multi_worker_resolver(cluster: Any) -> bool:
+    if not isinstance(cluster, tf.distribute.cluster_resolver.ClusterResolver):
+        return False
+    if _is_tpu_resolver(cluster):
+        return False
+    try:
+        return _training_tasks(cluster.cluster_spec()) > 1
+    except Exception:  # pylint: disable=broad-except
+        # A resolver that cannot produce a cluster spec (an unreachable TPU look-alike) is
+        # not a GPU/CPU cluster; the TPU rule decides what happens to it.
+        return False
+
+
+def multi_worker_resolver(cluster: Any = None) -> Any | None:
+    """The resolver of a GPU/CPU cluster of several workers, or None.
+
+    `RunConfig(cluster=...)` is used when it is a non-TPU resolver naming several chief/worker
+    tasks; otherwise `TF_CONFIG` is read. A TPU resolver (a pod) is not a multi-worker
+    cluster here: `TPUStrategy` drives every host of the pod from one client. An `evaluator`
+    task sits outside the training cluster and evaluates on its own.
+    """
+    if _is_multi_worker_resolver(cluster):
+        return cluster
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if resolver.task_type == "evaluator":
+        return None
+    return resolver if _training_tasks(resolver.cluster_spec()) > 1 else None
+
+
+def describe(resolver: Any) -> str:
+    """'task worker/1 of 2 workers (chief: worker/0)', for the strategy log line."""
+    spec = resolver.cluster_spec()
+    chief = "chief/0" if "chief" in spec.jobs else "worker/0"
+    return (f"task {resolver.task_type}/{resolver.task_id} of {_training_tasks(spec)} "
+            f"workers (chief: {chief})")
+
+
+_LOCK = threading.Lock()
+_STRATEGY: dict[str, Any] = {}
+
+
+def _cluster_key(resolver: Any) -> str:
+    return json.dumps([resolver.cluster_spec().as_dict(), resolver.task_type,
+                       resolver.task_id], sort_keys=True, default=str)
+
+
+def local_cpu_replicas() -> int:
+    """How many logical devices the host CPU was split into (1 if it was not split).
+
+    Read from the device configuration, not from the live devices, so that asking does not
+    start TensorFlow's runtime before the multi-worker strategy configures it.
+    """
+    cpus = tf.config.list_physical_devices("CPU")
+    if not cpus:
+        return 1
+    logical = tf.config.get_logical_device_configuration(cpus[0])
+    return max(1, len(logical or ()))
+
+
+def multi_worker_strategy(resolver: Any) -> tf.distribute.MultiWorkerMirroredStrategy:
+    """The process-wide MultiWorkerMirroredStrategy for `resolver`'s cluster.
+
+    Created on first use. TensorFlow wants it created before any other TensorFlow op runs
+    in the process (it enables collective ops and starts this worker's server); scripts that
+    compute tensors before training should call this first (the launcher does). Workers
+    without GPUs whose CPU was split into logical devices (`--cpu_replicas=N`) get one
+    replica per logical CPU, as a TPU host has one per core; otherwise TensorFlow's own
+    rule applies (every local GPU, else one CPU replica).
+
+    Raises:
+      ValueError: a strategy for a different cluster was already created in this process.
+    """
+    key = _cluster_key(resolver)
+    with _LOCK:
+        if _STRATEGY:
+            (existing_key, strategy), = _STRATEGY.items()
+            if existing_key != key:
+                raise ValueError(
+                    f"This process already runs MultiWorkerMirroredStrategy for cluster "
+                    f"{existing_key}; it cannot join {key} too (collective ops are configured "
+                    "once per process). Use one TF_CONFIG / RunConfig(cluster=...) per "
+                    "process.")
+            return strategy
+        cpus = local_cpu_replicas()
+        if not tf.config.list_physical_devices("GPU") and cpus > 1:
+            with _tf_private.multi_worker_replicas_on_local_cpus(cpus):
+                strategy = _MWMS(cluster_resolver=resolver)
+        else:
+            strategy = _MWMS(cluster_resolver=resolver)
+        _STRATEGY[key] = strategy
+        return strategy
+
+
+def num_hosts(strategy: tf.distribute.Strategy) -> int:
+    """Input hosts of a strategy: one input_fn call (one input pipeline) per host.
+
+    TPUStrategy: the hosts of the TPU system (a pod has several). MultiWorkerMirroredStrategy:
+    its chief and worker tasks. Anything else runs on one host.
+    """
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return max(1, int(getattr(strategy.extended, "num_hosts", 1)))
+    if isinstance(strategy, _MWMS):
+        resolver = strategy.cluster_resolver
+        return max(1, _training_tasks(resolver.cluster_spec())) if resolver else 1
+    return 1
+
+
+def is_multi_client(strategy: tf.distribute.Strategy) -> bool:
+    """True when every worker runs its own copy of this program (MWMS over several workers).
+
+    Then each process only holds its local replicas' values, and every collective must be
+    issued by every worker in the same order. A TPU pod is single-client.
+    """
+    return isinstance(strategy, _MWMS) and num_hosts(strategy) > 1
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes checkpoints and summaries (always, on one machine)."""
+    return bool(strategy.extended.should_checkpoint)
+
+
+# ----------------------------------------------------------------------------------------
+# Gathering per-replica tensors from every worker.
+
+# Collective all-gather has kernels for these; narrower types travel widened and come back.
+_GATHERABLE = (tf.float32, tf.float64, tf.int32, tf.int64)
+_WIDENED = {tf.bool: tf.int32, tf.int8: tf.int32, tf.int16: tf.int32, tf.uint8: tf.int32,
+            tf.uint16: tf.int32, tf.uint32: tf.int64, tf.float16: tf.float32,
+            tf.bfloat16: tf.float32}
+
+
+def gather(strategy: tf.distribute.Strategy, value: Any, what: str = "tensor") -> tf.Tensor:
+    """Concatenates a per-replica value over all replicas on axis 0, in replica order.
+
+    On one client the local copies are concatenated on the host (any dtype, no collective).
+    On several, `strategy.gather` all-gathers from every worker, so every process gets every
+    replica's rows in global replica order (worker 0's replicas first). Call it in
+    cross-replica context inside the compiled step, identically on every worker.
+
+    Raises:
+      TypeError: on several workers, for strings and other non-numeric dtypes. (A plain
+        TypeError: AutoGraph re-raises built-in exception types from a trace unchanged.)
+    """
+    parts = strategy.experimental_local_results(value)
+    if not is_multi_client(strategy):
+        return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+    dtype = parts[0].dtype
+    if dtype in _GATHERABLE:
+        return strategy.gather(value, axis=0)
+    if dtype not in _WIDENED:
+        raise TypeError(
+            f"A {what} of dtype {dtype.name} cannot be gathered across workers: "
+            "MultiWorkerMirroredStrategy's all-gather carries only numbers (float32/64, "
+            "int32/64, and narrower ints, bools and halves widened). Return numeric tensors "
+            "from model_fn (e.g. ids instead of strings) and turn them into strings on the "
+            "host, or run this on one machine.")
+    widened = strategy.run(lambda t: tf.cast(t, _WIDENED[dtype]), args=(value,))
+    return tf.cast(strategy.gather(widened, axis=0), dtype)
+
+
+def count_rows(strategy: tf.distribute.Strategy, mask: Any) -> tf.Tensor:
+    """Real rows (mask True) of one step over every replica of every worker, as int32.
+
+    On several workers this is an all-reduce, so all of them see the same count and stop
+    their evaluation loops at the same step.
+    """
+    if not is_multi_client(strategy):
+        counts = [tf.reduce_sum(tf.cast(m, tf.int32))
+                  for m in strategy.experimental_local_results(mask)]
+        return tf.add_n(counts)
+    per_replica = strategy.run(lambda m: tf.reduce_sum(tf.cast(m, tf.int32)), args=(mask,))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+
+# ----------------------------------------------------------------------------------------
+# Agreements between workers.
+
+_SUMMERS: dict[int, Any] = {}
+
+
+def _summer(strategy: tf.distribute.Strategy) -> Any:
+    """A compiled all-reduce of one int64 per replica (only replica 0's, or every one's)."""
+    if id(strategy) not in _SUMMERS:
+
+        def replica_fn(value: tf.Tensor, only_first: tf.Tensor) -> tf.Tensor:
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            keep = tf.logical_or(tf.logical_not(only_first), tf.equal(replica, 0))
+            return tf.where(keep, value, tf.zeros_like(value))
+
+        @tf.function
+        def summed(value: tf.Tensor, only_first: tf.Tensor) -> tf.Tensor:
+            per_replica = strategy.run(replica_fn, args=(value, only_first))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        _SUMMERS[id(strategy)] = summed
+    return _SUMMERS[id(strategy)]
+
+
+def from_chief(strategy: tf.distribute.Strategy, value: int) -> int:
+    """The chief's `value`, on every worker (a broadcast; a no-op on one client).
+
+    Global replica 0 lives on the chief, so the sum of "replica 0's value, 0 elsewhere" is it.
+    """
+    if not is_multi_client(strategy):
+        return value
+    with strategy.scope():
+        return int(_summer(strategy)(tf.constant(value, tf.int64), tf.constant(True)))
+
+
+def any_worker(strategy: tf.distribute.Strategy, flag: bool) -> bool:
+    """True on every worker if `flag` is True on any of them."""
+    if not is_multi_client(strategy):
+        return flag
+    with strategy.scope():
+        return int(_summer(strategy)(tf.constant(int(flag), tf.int64),
+                                     tf.constant(False))) > 0
+
+
+def barrier(strategy: tf.distribute.Strategy) -> None:
+    """Returns on each worker once every worker has reached it."""
+    from_chief(strategy, 0)
+
+
+class WorkerSync:
+    """What a CheckpointManager shared by the workers of one job needs (see checkpoints.py).
+
+    The chief writes; the others read the variables along with it (reading a sync-on-read
+    variable is an all-reduce every worker must join) and write nothing. The checkpoint to
+    restore is the one the chief sees.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy) -> None:
+        self._strategy = strategy
+        self.is_writer = is_chief(strategy)
+
+    def agree(self, step: int) -> int:
+        return from_chief(self._strategy, step)
+
+    def barrier(self) -> None:
+        barrier(self._strategy)
+
+
+def checkpoint_sync(strategy: tf.distribute.Strategy) -> WorkerSync | None:
+    """A WorkerSync on several workers, None on one client."""
+    return WorkerSync(strategy) if is_multi_client(strategy) else None
+
+
+class AgreedCadence:
+    """A SaveCadence whose `should_save` is the chief's decision, on every worker.
+
+    Time-based saving (`save_checkpoints_secs`, the default) reads each worker's clock; left
+    alone, workers would save at different loops and their collectives would no longer pair.
+    """
+
+    def __init__(self, cadence: Any, strategy: tf.distribute.Strategy) -> None:
+        self._cadence = cadence
+        self._strategy = strategy
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cadence, name)
+
+    def should_save(self, step: int) -> bool:
+        return bool(from_chief(self._strategy, int(self._cadence.should_save(step))))
+
+
+def agreed_cadence(cadence: Any, strategy: tf.distribute.Strategy) -> Any:
+    return AgreedCadence(cadence, strategy) if is_multi_client(strategy) else cadence
+
+
+class AgreedStop:
+    """Runs a driver's listeners and stops every worker when any of them asks to stop.
+
+    A SIGTERM, a saving listener (chief only) or a hook may stop one worker; the others must
+    stop after the same loop, or they would wait forever in a collective with no partner.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, listeners: Sequence[Any]) -> None:
+        self._strategy = strategy
+        self._listeners = list(listeners)
+
+    def before_loop(self, step: int) -> None:
+        for listener in self._listeners:
+            before = getattr(listener, "before_loop", None)
+            if before is not None:
+                before(step)
+
+    def after_loop(self, step: int, result: Any, seconds: float) -> bool:
+        stop = [listener.after_loop(step, result, seconds) for listener in self._listeners]
+        return any_worker(self._strategy, any(stop))
+
+
+def agreed_listeners(strategy: tf.distribute.Strategy,
+                     listeners: Sequence[Any]) -> Sequence[Any]:
+    """`listeners` on one client; one AgreedStop wrapping them on several workers."""
+    return [AgreedStop(strategy, listeners)] if is_multi_client(strategy) else listeners
+
+
+def chief_only(strategy: tf.distribute.Strategy, make: Callable[[], Any]) -> Any:
+    """`make()` on the chief, None elsewhere: for writers into model_dir."""
+    return make() if is_chief(strategy) else None
