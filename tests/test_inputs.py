@@ -117,7 +117,9 @@ def test_distribute_per_host_v1_slices_host_batch_across_replicas(strategy):
     assert (ctx.num_replicas, ctx.num_hosts, ctx.current_host, ctx.mode) == (
             replicas, 1, 0, _TRAIN)
     assert ctx.num_of_replicas_per_host == replicas
-    assert ctx.current_input_fn_deployment() == ("/job:worker/task:0/device:CPU:0", 0, 1)
+    # Legacy's 4-tuple: (host CPU, invocation index, invocations, replicas fed by it).
+    assert ctx.current_input_fn_deployment() == (
+            "/job:localhost/replica:0/task:0/device:CPU:0", 0, 1, replicas)
     assert isinstance(ctx.input_context, tf.distribute.InputContext)
 
 

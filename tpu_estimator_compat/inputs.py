@@ -19,6 +19,15 @@ The rules, for a global batch B, R replicas and H hosts (legacy `tpu_context.py`
 PER_HOST_V1 batches are split into R/H consecutive slices, replica i taking slice i, as the
 TPU infeed did. PER_SHARD_V1 is served by one pipeline per host whose batches are per replica,
 which is what a per-core input_fn produced.
+
+On several hosts (a multi-worker cluster, a TPU pod) each host calls input_fn once with its
+own `tf.distribute.InputContext`, and `params['context'].current_host` says which host it is,
+so input_fns shard files as ResNet/BERT did: `dataset.shard(ctx.num_hosts, ctx.current_host)`.
+For evaluation and prediction an input_fn that never asks which host it runs on (neither
+`params['context']`'s host, nor an `input_context` or `config` argument) gets sharded by
+batch: host h keeps batches h, h+H, h+2H, ... of its dataset, so no example is evaluated
+twice; in training legacy fed every host the same stream then, and so does this module, with
+a warning.
 """
 
 from __future__ import annotations
@@ -29,12 +38,15 @@ import inspect
 from typing import Any, Callable
 
 import tensorflow as tf
+from absl import logging
 
+from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat.config import InputPipelineConfig
 
 BATCH_SIZE_KEY = "batch_size"
 CONTEXT_KEY = "context"
 USE_TPU_KEY = "use_tpu"
+_TRAIN = "train"  # ModeKeys.TRAIN; specs are not this module's business.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,14 +103,22 @@ class TPUContext:
     """The legacy `params['context']` surface, backed by a `tf.distribute.InputContext`.
 
     ResNet and BERT input_fns read it to shard files by host:
-    `dataset.shard(ctx.num_hosts, ctx.current_host)`.
+    `dataset.shard(ctx.num_hosts, ctx.current_host)`. Reading which host this is calls
+    `on_host_read`, so the caller knows the input_fn shards by host itself.
     """
 
     def __init__(self, input_context: tf.distribute.InputContext | None, plan: BatchPlan,
-                 mode: str) -> None:
+                 mode: str, *, input_device: str | None = None,
+                 on_host_read: Callable[[], None] | None = None) -> None:
         self._input_context = input_context
         self._plan = plan
         self._mode = mode
+        self._input_device = input_device or _LOCAL_HOST
+        self._on_host_read = on_host_read
+
+    def _host_read(self) -> None:
+        if self._on_host_read is not None:
+            self._on_host_read()
 
     @property
     def mode(self) -> str:
@@ -114,6 +134,8 @@ class TPUContext:
 
     @property
     def current_host(self) -> int:
+        """This input_fn call's host, 0..num_hosts-1 (the InputContext's input_pipeline_id)."""
+        self._host_read()
         return self._input_context.input_pipeline_id if self._input_context else 0
 
     @property
@@ -126,12 +148,21 @@ class TPUContext:
 
     @property
     def input_context(self) -> tf.distribute.InputContext | None:
+        self._host_read()
         return self._input_context
 
-    def current_input_fn_deployment(self) -> tuple[str, int, int]:
-        """(host device, invocation index, total invocations), as legacy returned it."""
-        host = f"/job:worker/task:{self.current_host}/device:CPU:0"
-        return host, self.current_host, self.num_hosts
+    def current_input_fn_deployment(self) -> tuple[str, int, int, int]:
+        """(host device, invocation index, total invocations, replicas fed), as legacy.
+
+        input_fn runs once per host here in every pipeline, so the invocation is the host
+        (PER_SHARD_V1 included: one call feeds all of a host's replicas, and sharding by
+        these numbers keeps hosts disjoint). BROADCAST keeps legacy's (0, 1, all replicas):
+        every host must produce the same batches there, so it must not shard by host.
+        """
+        if self._plan.pipeline == InputPipelineConfig.BROADCAST:
+            return self._input_device, 0, 1, self._plan.num_replicas
+        return (self._input_device, self.current_host, self.num_hosts,
+                self.num_of_replicas_per_host)
 
     @property
     def device_assignment(self) -> None:
@@ -156,15 +187,23 @@ def check_input_fn_signature(input_fn: Callable[..., Any]) -> None:
 
 def call_input_fn(input_fn: Callable[..., Any], *, params: dict[str, Any], config: Any,
                   mode: str, plan: BatchPlan, input_context: tf.distribute.InputContext | None,
-                  use_tpu: bool) -> Any:
-    """Calls input_fn with what it asks for: `params`, and optionally `config`, `mode`."""
+                  use_tpu: bool, input_device: str | None = None,
+                  on_host_read: Callable[[], None] | None = None) -> Any:
+    """Calls input_fn with what it asks for: `params`, and optionally `config`, `mode`.
+
+    `on_host_read` is called if input_fn can know its host: it reads
+    `params['context']`'s host, or takes `input_context` or `config` (which has `task_id`).
+    """
     check_input_fn_signature(input_fn)
     args = _accepted_args(input_fn)
     params = copy.deepcopy(params)
     if plan.for_input_fn is not None:
         params[BATCH_SIZE_KEY] = plan.for_input_fn
     if use_tpu:
-        params[CONTEXT_KEY] = TPUContext(input_context, plan, mode)
+        params[CONTEXT_KEY] = TPUContext(input_context, plan, mode, input_device=input_device,
+                                         on_host_read=on_host_read)
+    if on_host_read is not None and args & {"input_context", "config"}:
+        on_host_read()
     kwargs: dict[str, Any] = {"params": params}
     if "config" in args:
         kwargs["config"] = copy.deepcopy(config)
@@ -255,6 +294,51 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int) -> tf.data.Dataset:
     return real.concatenate(real.take(1).map(blank).cache().repeat())
 
 
+_LOCAL_HOST = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+def _host_device(strategy: tf.distribute.Strategy,
+                 input_context: tf.distribute.InputContext) -> str:
+    """The CPU of the host this input pipeline runs on, for `current_input_fn_deployment`."""
+    try:
+        devices = list(strategy.extended.worker_devices)
+    except (RuntimeError, NotImplementedError):  # The default strategy has none to report.
+        return _LOCAL_HOST
+    if not devices:
+        return _LOCAL_HOST
+    if cluster_lib.is_multi_client(strategy):
+        device = devices[0]  # Only this worker's own devices are listed.
+    else:
+        per_host = max(1, len(devices) // max(1, input_context.num_input_pipelines))
+        device = devices[min(len(devices) - 1, input_context.input_pipeline_id * per_host)]
+    spec = tf.DeviceSpec.from_string(device)
+    return spec.replace(device_type="CPU", device_index=0).to_string()
+
+
+def _share_by_host(dataset: tf.data.Dataset, input_context: tf.distribute.InputContext, *,
+                   mode: str, plan: BatchPlan, shards_itself: bool) -> tf.data.Dataset:
+    """Each host's share of the data when input_fn does not pick it (see module docstring)."""
+    hosts = input_context.num_input_pipelines
+    host = input_context.input_pipeline_id
+    if hosts <= 1 or plan.pipeline == InputPipelineConfig.BROADCAST:
+        return dataset
+    if shards_itself:
+        logging.info("%s input on host %d of %d: input_fn reads which host it runs on, so "
+                     "this host gets what its input_fn yields.", mode, host, hosts)
+        return dataset
+    if mode == _TRAIN:
+        logging.warning(
+            "train input on host %d of %d: input_fn does not read which host it runs on, so "
+            "every host feeds the same examples (as legacy TPU pods did). To give each host "
+            "its own share, shard in input_fn: `dataset.shard(params['context'].num_hosts, "
+            "params['context'].current_host)`.", host, hosts)
+        return dataset
+    logging.info("%s input on host %d of %d: input_fn does not read which host it runs on, "
+                 "so this host takes batches %d, %d, %d, ... of its dataset; every example is "
+                 "used once.", mode, host, hosts, host, host + hosts, host + 2 * hosts)
+    return dataset.shard(hosts, host)
+
+
 def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any], *,
                params: dict[str, Any], config: Any, mode: str, plan: BatchPlan,
                use_tpu: bool, repeat_tensors: bool = True,
@@ -267,9 +351,14 @@ def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any], *
     """
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        reads: list[bool] = []
         result = call_input_fn(input_fn, params=params, config=config, mode=mode, plan=plan,
-                               input_context=input_context, use_tpu=use_tpu)
+                               input_context=input_context, use_tpu=use_tpu,
+                               input_device=_host_device(strategy, input_context),
+                               on_host_read=lambda: reads.append(True))
         dataset = to_dataset(result, repeat_tensors=repeat_tensors)
+        dataset = _share_by_host(dataset, input_context, mode=mode, plan=plan,
+                                 shards_itself=bool(reads))
         if pad:
             dataset = pad_and_mask(dataset, plan.for_input_fn)
         if plan.rebatch_to is not None:
