@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import progress
 
@@ -79,7 +80,7 @@ def make_multi_step_train_fn(
             loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, out["loss"], axis=None)
             losses = losses.write(steps, loss)
             if specs:
-                leaves = [_gather_local(strategy, leaf)
+                leaves = [_gather(strategy, leaf)
                           for leaf in tf.nest.flatten(out["host_call"])]
                 if steps % host_call_every_n == 0:
                     calls = [ta.write(outfed, leaf) for ta, leaf in zip(calls, leaves)]
@@ -235,9 +236,8 @@ def _element_parts(element: Any, padded: bool) -> tuple[Any, Any, Any]:
 
 
 def _rows_of(strategy: tf.distribute.Strategy, mask: Any) -> tf.Tensor:
-    counts = [tf.reduce_sum(tf.cast(m, tf.int32))
-              for m in strategy.experimental_local_results(mask)]
-    return tf.add_n(counts)
+    """Real rows of a step over all replicas (of every worker: they must stop together)."""
+    return cluster_lib.count_rows(strategy, mask)
 
 
 GATHERED_KEYS = ("metrics", "predictions", "host_call")
@@ -313,13 +313,13 @@ class InferenceLoop:
             if self._padded and _rows_of(strategy, mask) == 0:
                 break
             out = strategy.run(self._replica_fn, args=(features, labels, mask))
-            leaves = [_gather_local(strategy, leaf) for k in gather_keys
+            leaves = [_gather(strategy, leaf) for k in gather_keys
                       for leaf in tf.nest.flatten(out[k], expand_composites=False)]
             gathered = [ta.write(steps, leaf) for ta, leaf in zip(gathered, leaves)]
             first = strategy.experimental_local_results(out)[0]
             last = [ta.write(steps, leaf)
                     for ta, leaf in zip(last, tf.nest.flatten(first.get("metric_values", {})))]
-            step_mask = _gather_local(strategy, out["mask"])
+            step_mask = _gather(strategy, out["mask"])
             masks = masks.write(steps, step_mask)
             rows = rows.write(steps, tf.shape(step_mask)[0])
             if "loss" in structure:
@@ -336,14 +336,14 @@ class InferenceLoop:
                 [_stack(t, steps, s.shape) for t, s in zip(last, last_specs)])
 
 
-def _gather_local(strategy: tf.distribute.Strategy, value: Any) -> tf.Tensor:
-    """Concatenates a per-replica value's local copies on axis 0, in replica order.
+def _gather(strategy: tf.distribute.Strategy, value: Any) -> tf.Tensor:
+    """Concatenates a per-replica value over all replicas on axis 0, in replica order.
 
-    Copies to the host rather than all-gathering: works for every dtype (collective gather
-    takes only float/int) and costs no collective when only the host needs the rows.
+    On one machine the local copies are copied to the host (any dtype, no collective); on
+    several workers they are all-gathered, numeric dtypes only (see `cluster.gather`).
     """
-    parts = strategy.experimental_local_results(value)
-    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+    return cluster_lib.gather(strategy, value,
+                              "tensor of eval_metrics, predictions or host_call")
 
 
 def _empty(shape: tf.TensorShape, dtype: tf.DType) -> tf.Tensor:

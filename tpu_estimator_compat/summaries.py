@@ -125,11 +125,14 @@ class TrainSummaries:
     `global_step/sec` (and TPUEstimator `examples/sec`) every `log_step_count_steps`. The
     host sees every step's loss after each loop, so the summaries land at exactly those
     steps; step times inside a loop are interpolated from the loop's duration.
+    `model_dir=None` writes nothing: the workers of a multi-worker job other than the chief,
+    which legacy gave no summary hooks either.
     """
 
-    def __init__(self, model_dir: str, *, save_summary_steps: int | None,
+    def __init__(self, model_dir: str | None, *, save_summary_steps: int | None,
                  log_step_count_steps: int | None, examples_per_step: int | None) -> None:
-        self._writer = tf.summary.create_file_writer(model_dir)
+        self._writer = (tf.summary.create_file_writer(model_dir) if model_dir is not None
+                        else None)
         self._save_every = save_summary_steps or 0
         self._log_every = log_step_count_steps or 0
         self._examples = examples_per_step
@@ -138,6 +141,8 @@ class TrainSummaries:
 
     def after_loop(self, step: int, losses: Any, end_time: float, seconds: float) -> None:
         """Writes the summaries due at the steps of the loop that ended at `step`."""
+        if self._writer is None:
+            return
         count = len(losses)
         first = step - count + 1
         by_step: dict[int, list[Any]] = {}
@@ -167,5 +172,6 @@ class TrainSummaries:
                         _Summary(value=values).SerializeToString(), step=current)
 
     def close(self) -> None:
-        self._writer.flush()
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.flush()
+            self._writer.close()
