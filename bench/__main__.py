@@ -1,7 +1,7 @@
 """`python -m bench`: one command, one machine, one table of ratios with PASS/FAIL.
 
     .venv/bin/python -m bench --write-results   # full matrix, 3 interleaved repeats
-    .venv/bin/python -m bench --quick           # < 3 min: k=10, one repeat, short windows
+    .venv/bin/python -m bench --quick           # < 3 min: 1 replica, k=10, one repeat
 
 Filters (`--workloads mlp --contenders shim,tf2 --replicas 1 ...`) narrow the matrix for
 profiling one row. `--json F` appends each result to F as it lands; `--from-json F` renders
@@ -27,7 +27,7 @@ from bench import report
 from bench.workloads import WORKLOADS
 
 RESULTS_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
-QUICK = {"steps_per_call": (10,), "repeats": 1, "scale": 0.25}
+QUICK = {"steps_per_call": (10,), "replicas": (1,), "repeats": 1, "scale": 0.25}
 
 
 def _csv(kind: type) -> Callable[[str], tuple]:
@@ -45,6 +45,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, help="interleaved repeats (default 3)")
     p.add_argument("--scale", type=float, help="multiplies measured steps (default 1.0)")
     p.add_argument("--timing-repeats", type=int, help="timed calls per size, eval/predict")
+    p.add_argument("--no-replica-inference", dest="replica_inference", action="store_false",
+                   default=None, help="skip eval/predict on 8 replicas (no target uses it)")
     p.add_argument("--shim-rev", help="measure tpu_estimator_compat as committed at this "
                                       "git revision (default: the working tree)")
     p.add_argument("--json", help="append every raw result to this JSON-lines file")
@@ -57,7 +59,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def options_from(args: argparse.Namespace) -> harness.Options:
     values: dict[str, Any] = dict(QUICK) if args.quick else {}
     for name in ("workloads", "contenders", "steps_per_call", "replicas", "repeats", "scale",
-                 "timing_repeats", "shim_rev"):
+                 "timing_repeats", "shim_rev", "replica_inference"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     for name, allowed in (("workloads", WORKLOADS), ("contenders", harness.CONTENDERS)):

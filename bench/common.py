@@ -105,6 +105,10 @@ def call_sizes(spec: dict[str, Any], batch_size: int) -> dict[str, int]:
             "repeats": spec["timing_repeats"]}
 
 
+NO_INFERENCE = {"eval_examples_per_sec": float("nan"), "eval_call_overhead": float("nan"),
+                "predict_examples_per_sec": float("nan"), "predict_call_overhead": float("nan")}
+
+
 def marginal_rate(call: Callable[[int], Any], *, small: int, big: int, batch_size: int,
                   repeats: int = 1) -> tuple[float, float]:
     """(examples/sec, fixed seconds per call) of `call(steps)`, from calls of two sizes.

@@ -56,6 +56,9 @@ def measure(spec: dict[str, Any], stack: Stack) -> dict[str, Any]:
     stamps = stack.train(estimator, models_v1.train_input_fn, warm + measured)
     result: dict[str, Any] = common.train_figures(t_call, first, stamps, warm)
 
+    result["peak_rss_mb"] = common.peak_rss_mb()
+    if not spec["inference"]:
+        return {**result, **common.NO_INFERENCE}
     batch = workload.batch_size
     sizes = common.call_sizes(spec, batch)
     estimator.evaluate(models_v1.eval_input_fn, steps=1)  # Trace/build once, untimed.

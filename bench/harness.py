@@ -57,6 +57,10 @@ class Options:
     timing_repeats: int = 1  # Timed calls per size in eval/predict (`common.marginal_rate`).
     timeout: float = 1200.0
     shim_rev: str | None = None  # Measure the library as committed at this git revision.
+    # Eval/predict on 8 replicas: a noisy 2-3 s fixed cost per call there (distributed
+    # iterator, restore) needs long calls to resolve the per-batch cost; off saves ~half
+    # the full run. No target depends on it.
+    replica_inference: bool = True
 
 
 def matrix(options: Options) -> list[Run]:
@@ -87,7 +91,8 @@ def spec_for(run: Run, options: Options, data: str, tmp: str) -> dict[str, Any]:
             "steps_per_call": run.steps_per_call, "warmup_steps": WARMUP_STEPS,
             "measure_steps": max(1, round(workload.measure_steps * scale)),
             "eval_steps": max(1, round(workload.eval_steps * scale)),
-            "timing_repeats": options.timing_repeats, "data": data, "tmp": tmp}
+            "timing_repeats": options.timing_repeats, "data": data, "tmp": tmp,
+            "inference": run.replicas == 1 or options.replica_inference}
 
 
 def prepare_code(tmp: str, shim_rev: str | None) -> str:

@@ -173,7 +173,7 @@ def figures_table(results: Sequence[dict[str, Any]]) -> str:
 
         def med(field: str) -> str:
             values = [r[field] for r in runs if r[field] == r[field]]
-            return _fmt(statistics.median(values)) if values else "nan"
+            return _fmt(statistics.median(values)) if values else "-"
 
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(runs)} | "
                      f"{_spread([r['train_steps_per_sec'] for r in runs])} | "

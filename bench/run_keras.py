@@ -60,6 +60,10 @@ def main(argv: list[str]) -> None:
                   metrics=[keras.metrics.SparseCategoricalAccuracy()])
     eval_ds = models_keras.dataset(spec["data"], workload.name, "test", batch)
     predict_ds = models_keras.dataset(spec["data"], workload.name, "test", batch, labels=False)
+    if not spec["inference"]:
+        result["peak_rss_mb"] = common.peak_rss_mb()
+        common.emit({**spec, **result, **common.NO_INFERENCE, "tf_version": tf.__version__})
+        return
     sizes = common.call_sizes(spec, batch)
 
     def evaluate(steps: int) -> None:
