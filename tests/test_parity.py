@@ -331,3 +331,50 @@ def test_host_call_summary_steps_equal_legacy(case):
     if not per_step:
         pytest.skip("no per-step (host_call) summaries")
     assert {t: shim.get(t) for t in per_step} == {t: legacy[t] for t in per_step}
+
+
+# ----------------------------------------------------------------------------------------
+# The report itself: what a parity failure tells the reader (no TensorFlow run needed).
+
+
+def _synthetic(losses, weights):
+    data = {"losses": losses, "checkpoint": {
+        name: {"shape": list(v.shape), "dtype": "float32", "sha256": parity._sha(v),
+               "sum": float(v.sum())} for name, v in weights.items()}}
+    return parity.Record(data, {f"weights/{n}": parity._sample(v) for n, v in weights.items()})
+
+
+def test_failure_report_names_first_diverging_step_worst_tensor_and_magnitude():
+    w = {"dense/kernel": np.ones([4, 4], np.float32), "dense/bias": np.zeros([4], np.float32)}
+    golden = _synthetic([2.0, 1.5, 1.0, 0.9], w)
+    moved = dict(w, **{"dense/bias": np.array([0, 0, 3e-3, 0], np.float32)})
+    replay = _synthetic([2.0, 1.5, 1.01, 0.95], moved)
+    loss = parity.compare_losses(golden.data["losses"], replay.data["losses"],
+                                 parity.Tolerances())
+    assert not loss.ok
+    assert "first diverging step 3" in loss.detail and "rel 1.000e-02" in loss.detail
+    assert "2/4 steps out of tolerance" in loss.detail
+    names, weights = parity.compare_checkpoints(golden, replay, parity.Tolerances())
+    assert names.ok and not weights.ok
+    assert "worst 'dense/bias'" in weights.detail and "3.000e-03" in weights.detail
+    report = parity.Report("x", [loss, names, weights])
+    assert report.render().startswith("x: FAIL (1/3 checks)")
+
+
+def test_exact_comparison_accepts_only_identical_bits():
+    golden = _synthetic([1.0, 0.5], {"w": np.ones([3], np.float32)})
+    same = _synthetic([1.0, 0.5], {"w": np.ones([3], np.float32)})
+    ulp = _synthetic([1.0, float(np.nextafter(np.float32(0.5), np.float32(1)))],
+                     {"w": np.ones([3], np.float32)})
+    exact = parity.Tolerances.exact()
+    assert parity.compare_losses(golden.data["losses"], same.data["losses"], exact).ok
+    assert not parity.compare_losses(golden.data["losses"], ulp.data["losses"], exact).ok
+
+
+def test_initial_checkpoint_rules_are_stable_across_numpy_versions():
+    """The init rules materialize to the bytes the legacy recorder (numpy 1.26) hashed."""
+    for model in MODELS:
+        _, golden = parity.load_golden(str(GOLDENS / model))
+        init = golden.data["init"]
+        values = parity.init_values(init["rules"], init["seed"])
+        assert {n: parity._sha(v) for n, v in values.items()} == init["sha256"], model
