@@ -40,12 +40,28 @@ def write_eval_summaries(log_dir: str, results: Mapping[str, Any], global_step: 
     values = [v for v in values if v is not None]
     if checkpoint_path:
         values.append(_text_value("checkpoint_path", checkpoint_path))
-    writer = tf.summary.create_file_writer(log_dir)
+    writer = cached_writer(log_dir)
     with writer.as_default():
         tf.summary.experimental.write_raw_pb(
             _Summary(value=values).SerializeToString(), step=global_step)
     writer.flush()
-    writer.close()
+
+
+_WRITERS: dict[str, Any] = {}
+
+
+def cached_writer(log_dir: str) -> Any:
+    """One events writer per directory per process, as legacy's FileWriterCache kept.
+
+    Without it every train()/evaluate() call would start a new events file; a long
+    train_and_evaluate would leave thousands. The writers are flushed after each use and
+    closed when the process exits.
+    """
+    key = str(log_dir)
+    writer = _WRITERS.get(key)
+    if writer is None or not tf.io.gfile.exists(key):
+        writer = _WRITERS[key] = tf.summary.create_file_writer(key)
+    return writer
 
 
 class HostCallRunner:
@@ -131,7 +147,7 @@ class TrainSummaries:
 
     def __init__(self, model_dir: str | None, *, save_summary_steps: int | None,
                  log_step_count_steps: int | None, examples_per_step: int | None) -> None:
-        self._writer = (tf.summary.create_file_writer(model_dir) if model_dir is not None
+        self._writer = (cached_writer(model_dir) if model_dir is not None
                         else None)
         self._save_every = save_summary_steps or 0
         self._log_every = log_step_count_steps or 0
@@ -174,4 +190,3 @@ class TrainSummaries:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.flush()
-            self._writer.close()
