@@ -9,6 +9,7 @@ logic and no file formats of its own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -20,6 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from tpu_estimator_compat import checkpoints as checkpoints_lib
+from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import config as config_lib
 from tpu_estimator_compat import cross_shard
 from tpu_estimator_compat import export as export_lib
@@ -214,7 +216,7 @@ class TPUEstimator:
         name = {ModeKeys.TRAIN: "train_batch_size", ModeKeys.EVAL: "eval_batch_size",
                 ModeKeys.PREDICT: "predict_batch_size"}[mode]
         pipeline = self._config.tpu_config.effective_input_pipeline(mode == ModeKeys.TRAIN)
-        num_hosts = max(1, getattr(strategy.extended, "_num_workers", 1) or 1)
+        num_hosts = cluster_lib.num_hosts(strategy)
         return inputs_lib.plan_batches(
             global_batch_size=self._batch_sizes[mode], batch_name=name,
             num_replicas=strategy.num_replicas_in_sync, num_hosts=num_hosts,
@@ -234,7 +236,8 @@ class TPUEstimator:
         return checkpoints_lib.CheckpointManager(
             self._model_dir, saver,
             keep_checkpoint_max=self._config.keep_checkpoint_max,
-            keep_checkpoint_every_n_hours=self._config.keep_checkpoint_every_n_hours)
+            keep_checkpoint_every_n_hours=self._config.keep_checkpoint_every_n_hours,
+            sync=cluster_lib.checkpoint_sync(runtime.strategy))
 
     # ------------------------------------------------------------------------------------
     # train
@@ -246,20 +249,24 @@ class TPUEstimator:
         _validate_steps(steps, max_steps, use_tpu=self._use_tpu)
         hooks_lib.check_supported(list(hooks or ()))
         inputs_lib.check_input_fn_signature(input_fn)
-        start_step = _step_of_latest(self._model_dir)
+        runtime = self._runtime(ModeKeys.TRAIN)
+        # The workers of a cluster start from the step the chief sees, or they would disagree
+        # on the target and wait forever for each other at the end.
+        start_step = cluster_lib.from_chief(runtime.strategy, _step_of_latest(self._model_dir))
         if max_steps is not None and start_step >= max_steps:
             logging.info("Skipping training since max_steps has already saved.")
             return self
         target = max_steps if max_steps is not None else (
             start_step + steps if steps is not None else None)
-        runtime = self._runtime(ModeKeys.TRAIN)
         plan = self._plan(ModeKeys.TRAIN, runtime.strategy)
         if self._config.tf_random_seed is not None:
             # Keras 2 initializers draw their seeds from Python's `random`, so seeding TF
             # alone does not repeat a run; legacy graph mode got this from the graph seed.
             tf.keras.utils.set_random_seed(self._config.tf_random_seed)
-        with safety.ModelDirLock(self._model_dir), safety.StopSignals() as signals, \
-                runtime.scope():
+        # Only the chief writes into model_dir; the other workers of its job share it.
+        lock = (safety.ModelDirLock(self._model_dir) if cluster_lib.is_chief(runtime.strategy)
+                else contextlib.nullcontext())
+        with lock, safety.StopSignals() as signals, runtime.scope():
             self._train_locked(runtime, plan, input_fn, list(hooks or ()), target,
                                saving_listeners, signals)
         if signals.terminated:
@@ -288,14 +295,16 @@ class TPUEstimator:
         hook_runner.begin(step)
         if target is not None:
             target = hook_runner.limit_target(target)
+        chief = cluster_lib.is_chief(runtime.strategy)
         listeners = [_HookListener(hook_runner), policy, signals, _TrainReporting(
             summaries_lib.TrainSummaries(
-                self._model_dir, save_summary_steps=self._config.save_summary_steps,
+                self._model_dir if chief else None,
+                save_summary_steps=self._config.save_summary_steps,
                 log_step_count_steps=self._config.log_step_count_steps,
                 examples_per_step=plan.global_batch_size),
             summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
                                          self._model_dir)
-            if record.host_call is not None else None,
+            if record.host_call is not None and chief else None,
             runtime.global_step, self._host_call_every_n())]
 
         def run_steps(n: int) -> loop_lib.LoopResult:
@@ -307,7 +316,8 @@ class TPUEstimator:
 
         driver = loop_lib.TrainDriver(
             run_steps=run_steps, read_step=read_step, checkpoint=policy,
-            listeners=listeners, examples_per_step=plan.global_batch_size,
+            listeners=cluster_lib.agreed_listeners(runtime.strategy, listeners),
+            examples_per_step=plan.global_batch_size,
             stop_on_nan_loss=self._config.stop_on_nan_loss)
         try:
             final = driver.run(target_step=target if target is not None else 2**62,
@@ -334,7 +344,8 @@ class TPUEstimator:
             hook = custom[0]
             manager = checkpoints_lib.CheckpointManager(
                 hook._checkpoint_dir, checkpoints_lib.V1Saver(runtime.registry.by_name()),  # pylint: disable=protected-access
-                keep_checkpoint_max=self._config.keep_checkpoint_max)
+                keep_checkpoint_max=self._config.keep_checkpoint_max,
+                sync=cluster_lib.checkpoint_sync(runtime.strategy))
             cadence = checkpoints_lib.SaveCadence(
                 save_steps=hook._timer._every_steps, save_secs=hook._timer._every_secs)  # pylint: disable=protected-access
             listeners += list(hook._listeners)  # pylint: disable=protected-access
@@ -343,7 +354,10 @@ class TPUEstimator:
             cadence = checkpoints_lib.SaveCadence(
                 save_steps=self._config.save_checkpoints_steps,
                 save_secs=self._config.save_checkpoints_secs)
-        return _SavePolicy(manager, cadence, listeners)
+        # On a cluster the chief decides when to save, and only its listeners hear of it
+        # (legacy ran the saver hook on the chief only).
+        return _SavePolicy(manager, cluster_lib.agreed_cadence(cadence, runtime.strategy),
+                           listeners if cluster_lib.is_chief(runtime.strategy) else [])
 
     def _host_call_every_n(self) -> int:
         return self._config.tpu_config.experimental_host_call_every_n_steps or 1
@@ -415,8 +429,11 @@ class TPUEstimator:
         checkpoint = self._checkpoint_to_use(checkpoint_path, "evaluate")
         session = self._inference_session(ModeKeys.EVAL, input_fn, checkpoint, on_tpu, hooks)
         record = session.record
+        # On a cluster every worker runs the loop (the tensors are all-gathered), but only
+        # the chief computes metrics and writes events; the others return loss and step.
+        chief = cluster_lib.is_chief(session.runtime.strategy)
         metrics = None
-        if record.metric_fn is not None:
+        if record.metric_fn is not None and chief:
             metrics = metrics_lib.HostMetrics(record.metric_fn, record.metric_structure,
                                               session.loop.trace(session.iterator)["metrics"])
             metrics.reset()
@@ -425,7 +442,7 @@ class TPUEstimator:
         slices = session.loop.leaf_slices()
         host_call = (summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
                                                   self._model_dir)
-                     if record.host_call is not None else None)
+                     if record.host_call is not None and chief else None)
         global_step = int(session.runtime.global_step.numpy())
         try:
             for result in session.chunks(steps):
@@ -443,12 +460,13 @@ class TPUEstimator:
             if host_call is not None:
                 host_call.close()
         values = metrics.result() if metrics is not None else {}
-        if record.metric_op_names:
+        if record.metric_op_names and chief:
             values.update(dict(zip(record.metric_op_names, last_values)))
         results = metrics_lib.finalize_eval_dict(values, mean_loss.result(), global_step)
-        summaries_lib.write_eval_summaries(
-            os.path.join(self._model_dir, "eval" if not name else f"eval_{name}"),
-            results, global_step, checkpoint)
+        if chief:
+            summaries_lib.write_eval_summaries(
+                os.path.join(self._model_dir, "eval" if not name else f"eval_{name}"),
+                results, global_step, checkpoint)
         logging.info("Saving dict for global step %d: %s", global_step,
                      ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
         return results

@@ -84,6 +84,13 @@ def _local_fallback() -> StrategyChoice:
                           "no TPU or GPU; default strategy on the host CPU")
 
 
+def _public_name(strategy: tf.distribute.Strategy) -> str:
+    """The name users know: MultiWorkerMirroredStrategy's class is CollectiveAllReduceStrategy."""
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return "MultiWorkerMirroredStrategy"
+    return type(strategy).__name__
+
+
 def _choose(use_tpu: bool, cluster: Any) -> StrategyChoice:
     """Rules 2-5 of the module docstring; a TPU resolver is tried (and warned about) once."""
     names_tpu = isinstance(cluster, tf.distribute.cluster_resolver.TPUClusterResolver)
@@ -123,7 +130,7 @@ def select(*, use_tpu: bool, distribute: tf.distribute.Strategy | None,
         choice = _choose(use_tpu, cluster)
     replicas = choice.strategy.num_replicas_in_sync
     logging.info("TPUEstimator runs on %s with %d replica(s): %s.",
-                 type(choice.strategy).__name__, replicas, choice.reason)
+                 _public_name(choice.strategy), replicas, choice.reason)
     if use_tpu and num_shards is not None and num_shards != replicas:
         if choice.is_tpu:
             raise ValueError(
