@@ -262,3 +262,67 @@ def test_call_input_fn_without_params_raises_legacy_message():
                                          "TPUEstimator"):
         inputs.call_input_fn(lambda config: None, params={}, config=None, mode=_TRAIN,
                              plan=plan, input_context=None, use_tpu=True)
+
+
+# ----------------------------------------------------------------------------------------
+# Several hosts: each input_fn call knows its host; eval input that does not is sharded.
+
+
+def _host_context(host, hosts=2):
+    return tf.distribute.InputContext(num_input_pipelines=hosts, input_pipeline_id=host,
+                                      num_replicas_in_sync=4)
+
+
+@pytest.mark.parametrize("mode, pipeline, shards_itself, expected", [
+    ("eval", InputPipelineConfig.PER_HOST_V1, False, [1, 3, 5, 7, 9]),
+    ("infer", InputPipelineConfig.PER_HOST_V2, False, [1, 3, 5, 7, 9]),
+    ("eval", InputPipelineConfig.PER_HOST_V1, True, list(range(10))),
+    ("train", InputPipelineConfig.PER_HOST_V1, False, list(range(10))),
+    ("eval", InputPipelineConfig.BROADCAST, False, list(range(10))),
+])
+def test_share_by_host(mode, pipeline, shards_itself, expected):
+    """Eval/predict batches of an input_fn that ignores its host: host h takes h, h+H, ..."""
+    plan = _plan(pipeline, batch=8, replicas=4, hosts=2)
+    dataset = inputs._share_by_host(tf.data.Dataset.range(10), _host_context(1), mode=mode,
+                                    plan=plan, shards_itself=shards_itself)
+    assert list(dataset.as_numpy_iterator()) == expected
+
+
+def test_one_host_is_never_sharded():
+    plan = _plan(InputPipelineConfig.PER_HOST_V1, batch=8, replicas=4)
+    dataset = inputs._share_by_host(tf.data.Dataset.range(4), _host_context(0, hosts=1),
+                                    mode="eval", plan=plan, shards_itself=False)
+    assert list(dataset.as_numpy_iterator()) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("reads_host", [True, False])
+def test_reading_the_host_is_noticed(reads_host):
+    plan = _plan(InputPipelineConfig.PER_HOST_V1, batch=8, replicas=4, hosts=2)
+    noticed = []
+
+    def input_fn(params):
+        ctx = params["context"]
+        assert (params["batch_size"], ctx.num_hosts, ctx.num_replicas) == (4, 2, 4)
+        if reads_host:
+            assert ctx.current_input_fn_deployment() == ("/job:worker/task:1/device:CPU:0",
+                                                         1, 2, 2)
+
+    inputs.call_input_fn(input_fn, params={}, config=None, mode=_TRAIN, plan=plan,
+                         input_context=_host_context(1), use_tpu=True,
+                         input_device="/job:worker/task:1/device:CPU:0",
+                         on_host_read=lambda: noticed.append(True))
+    assert bool(noticed) == reads_host
+
+
+def test_input_fn_taking_config_may_shard_by_itself():
+    noticed = []
+    inputs.call_input_fn(lambda params, config: None, params={}, config=None, mode=_TRAIN,
+                         plan=_plan(InputPipelineConfig.PER_HOST_V1), input_context=None,
+                         use_tpu=False, on_host_read=lambda: noticed.append(True))
+    assert noticed
+
+
+def test_broadcast_deployment_keeps_legacy_single_invocation():
+    plan = _plan(InputPipelineConfig.BROADCAST, batch=8, replicas=4, hosts=2)
+    ctx = inputs.TPUContext(_host_context(1), plan, _TRAIN, input_device="/cpu:0")
+    assert ctx.current_input_fn_deployment() == ("/cpu:0", 0, 1, 4)

@@ -1,0 +1,237 @@
+"""Tests for tpu_estimator_compat.cluster, in this process: which clusters are multi-worker,
+what one machine looks like, and how a shared model_dir behaves for a writer and a reader.
+
+Nothing here creates a MultiWorkerMirroredStrategy (it would reconfigure this process's
+collective ops); the real multi-worker job runs in tests/test_multi_worker.py.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import make_strategy
+
+from tpu_estimator_compat import checkpoints as checkpoints_lib
+from tpu_estimator_compat import cluster
+from tpu_estimator_compat import strategy as strategy_lib
+from tpu_estimator_compat.aliases import NoTPUClusterResolver
+
+_TWO_WORKERS = {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
+
+
+def _set_tf_config(monkeypatch, value):
+    monkeypatch.setenv("TF_CONFIG", json.dumps(value))
+
+
+@pytest.fixture(autouse=True)
+def _no_tf_config(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+
+
+def test_one_machine_is_not_a_cluster():
+    assert cluster.multi_worker_resolver() is None
+    assert cluster.multi_worker_resolver(object()) is None
+
+
+@pytest.mark.parametrize("layout, index", [
+    (_TWO_WORKERS, 1),
+    ({"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, 0),
+])
+def test_tf_config_with_several_workers_is_a_cluster(monkeypatch, layout, index):
+    task = "chief" if "chief" in layout else "worker"
+    _set_tf_config(monkeypatch, {"cluster": layout, "task": {"type": task, "index": index}})
+    resolver = cluster.multi_worker_resolver()
+    assert isinstance(resolver, tf.distribute.cluster_resolver.TFConfigClusterResolver)
+    assert (resolver.task_type, resolver.task_id) == (task, index)
+    chief = "chief/0" if "chief" in layout else "worker/0"
+    assert cluster.describe(resolver) == f"task {task}/{index} of 2 workers (chief: {chief})"
+
+
+@pytest.mark.parametrize("tf_config", [
+    {"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}},
+    {"cluster": _TWO_WORKERS, "task": {"type": "evaluator", "index": 0}},
+], ids=["one_worker", "evaluator"])
+def test_tf_config_that_is_not_a_training_cluster(monkeypatch, tf_config):
+    _set_tf_config(monkeypatch, tf_config)
+    assert cluster.multi_worker_resolver() is None
+
+
+def test_run_config_cluster_resolver_is_used_without_tf_config():
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(_TWO_WORKERS), task_type="worker", task_id=0)
+    assert cluster.multi_worker_resolver(resolver) is resolver
+
+
+def test_tpu_resolver_is_a_pod_not_a_worker_cluster(monkeypatch):
+    tpu = NoTPUClusterResolver(tpu="my-pod", reason="no TPU here")
+    assert cluster.multi_worker_resolver(tpu) is None
+    _set_tf_config(monkeypatch, {"cluster": _TWO_WORKERS,
+                                 "task": {"type": "worker", "index": 0}})
+    assert cluster.multi_worker_resolver(tpu) is not None  # TF_CONFIG still counts.
+
+
+@pytest.mark.parametrize("name", ["default", "mirrored8"])
+def test_one_client_strategies(name):
+    strategy = make_strategy(name)
+    assert cluster.num_hosts(strategy) == 1
+    assert not cluster.is_multi_client(strategy)
+    assert cluster.is_chief(strategy)
+    assert cluster.from_chief(strategy, 5) == 5
+    assert cluster.any_worker(strategy, True) and not cluster.any_worker(strategy, False)
+    cluster.barrier(strategy)
+    assert cluster.checkpoint_sync(strategy) is None
+    cadence = checkpoints_lib.SaveCadence(save_steps=2, save_secs=None)
+    assert cluster.agreed_cadence(cadence, strategy) is cadence
+    listeners = [object()]
+    assert cluster.agreed_listeners(strategy, listeners) is listeners
+
+
+def test_gather_on_one_client_concatenates_local_replicas_any_dtype():
+    strategy = make_strategy("mirrored8")
+
+    @tf.function
+    def gathered():
+        def replica_fn():
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            return tf.fill([2], replica), tf.fill([2], tf.strings.as_string(replica))
+
+        ids, names = strategy.run(replica_fn)
+        return cluster.gather(strategy, ids), cluster.gather(strategy, names)
+
+    ids, names = gathered()
+    np.testing.assert_array_equal(ids, np.repeat(np.arange(8), 2))
+    assert names.numpy().tolist() == [str(i).encode() for i in np.repeat(np.arange(8), 2)]
+
+
+class _FakeSync:
+    """Stands in for cluster.WorkerSync: what the chief says, and the barriers passed."""
+
+    def __init__(self, is_writer, chief_step):
+        self.is_writer = is_writer
+        self.chief_step = chief_step
+        self.barriers = 0
+
+    def agree(self, step):
+        return self.chief_step
+
+    def barrier(self):
+        self.barriers += 1
+
+
+class _CountingSaver(checkpoints_lib.V1Saver):
+    def __init__(self, variables):
+        super().__init__(variables)
+        self.reads = 0
+
+    def read_values(self):
+        self.reads += 1
+        return super().read_values()
+
+
+def test_worker_that_is_not_the_writer_reads_along_and_writes_nothing(tmp_path):
+    saver = _CountingSaver({"v": tf.Variable(1.0), "global_step": tf.Variable(3, tf.int64)})
+    sync = _FakeSync(is_writer=False, chief_step=-1)
+    manager = checkpoints_lib.CheckpointManager(str(tmp_path / "model"), saver, sync=sync)
+    assert manager.save(3) == str(tmp_path / "model" / "model.ckpt-3")
+    assert (saver.reads, sync.barriers) == (1, 1)
+    assert not (tmp_path / "model").exists()
+
+
+def test_writer_saves_then_waits_for_every_worker(tmp_path):
+    saver = _CountingSaver({"v": tf.Variable(1.0), "global_step": tf.Variable(3, tf.int64)})
+    sync = _FakeSync(is_writer=True, chief_step=3)
+    manager = checkpoints_lib.CheckpointManager(str(tmp_path), saver, sync=sync)
+    manager.save(3)
+    assert sync.barriers == 1
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-3")
+
+
+def _two_checkpoints(model_dir):
+    v = tf.Variable(0.0)
+    saver = checkpoints_lib.V1Saver({"v": v})
+    manager = checkpoints_lib.CheckpointManager(str(model_dir), saver)
+    for step in (1, 2):
+        v.assign(float(step))
+        manager.save(step)
+    v.assign(-1.0)
+    return v, saver
+
+
+def test_every_worker_restores_the_checkpoint_the_chief_names(tmp_path):
+    v, saver = _two_checkpoints(tmp_path)
+    sync = _FakeSync(is_writer=False, chief_step=1)  # The chief's view lags this one's.
+    manager = checkpoints_lib.CheckpointManager(str(tmp_path), saver, sync=sync)
+    assert manager.restore_latest() == 1
+    assert v.numpy() == 1.0
+    assert sync.barriers == 1  # Nobody writes before every worker has restored.
+
+
+def test_chief_without_checkpoint_means_nobody_restores(tmp_path):
+    v, saver = _two_checkpoints(tmp_path)
+    manager = checkpoints_lib.CheckpointManager(
+        str(tmp_path), saver, sync=_FakeSync(is_writer=False, chief_step=-1))
+    assert manager.restore_latest() is None
+    assert v.numpy() == -1.0
+
+
+def test_checkpoint_the_chief_names_but_this_worker_cannot_see(tmp_path):
+    v, saver = _two_checkpoints(tmp_path)
+    manager = checkpoints_lib.CheckpointManager(
+        str(tmp_path), saver, sync=_FakeSync(is_writer=False, chief_step=7))
+    with pytest.raises(ValueError, match=r"chief restores the checkpoint of step 7, but this "
+                                         r"worker cannot read .*model\.ckpt-7.*all workers share"):
+        manager.restore_latest()
+
+
+# ----------------------------------------------------------------------------------------
+# strategy.select's cluster rules (the strategy itself is built by the process tests).
+
+
+@pytest.fixture
+def chosen(monkeypatch):
+    made = []
+
+    def fake_multi_worker(resolver):
+        made.append(resolver)
+        return strategy_lib.StrategyChoice(tf.distribute.get_strategy(), "multi-worker")
+
+    monkeypatch.setattr(strategy_lib, "_multi_worker", fake_multi_worker)
+    return made
+
+
+@pytest.mark.parametrize("use_tpu", [True, False])
+def test_select_tf_config_cluster_picks_multi_worker(monkeypatch, chosen, use_tpu):
+    _set_tf_config(monkeypatch, {"cluster": _TWO_WORKERS,
+                                 "task": {"type": "worker", "index": 1}})
+    choice = strategy_lib.select(use_tpu=use_tpu, distribute=None)
+    assert choice.reason == "multi-worker"
+    assert chosen[0].task_id == 1
+
+
+def test_select_train_distribute_still_wins(monkeypatch, chosen):
+    _set_tf_config(monkeypatch, {"cluster": _TWO_WORKERS,
+                                 "task": {"type": "worker", "index": 0}})
+    given = make_strategy("mirrored8")
+    assert strategy_lib.select(use_tpu=True, distribute=given).strategy is given
+    assert chosen == []
+
+
+def test_select_unreachable_tpu_pod_then_tf_config_cluster(monkeypatch, chosen):
+    _set_tf_config(monkeypatch, {"cluster": _TWO_WORKERS,
+                                 "task": {"type": "worker", "index": 0}})
+    tpu = NoTPUClusterResolver(tpu="my-pod", reason="no TPU here")
+    choice = strategy_lib.select(use_tpu=True, distribute=None, cluster=tpu)
+    assert choice.reason == "multi-worker"
+
+
+def test_select_run_config_cluster_resolver(chosen):
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(_TWO_WORKERS), task_type="worker", task_id=0)
+    choice = strategy_lib.select(use_tpu=True, distribute=None, cluster=resolver)
+    assert choice.reason == "multi-worker" and chosen == [resolver]
+
+
+def test_local_cpu_replicas_reads_the_split_without_starting_devices():
+    assert cluster.local_cpu_replicas() == len(tf.config.list_logical_devices("CPU"))
+
