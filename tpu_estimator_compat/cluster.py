@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_private
 
@@ -338,8 +337,3 @@ def agreed_listeners(strategy: tf.distribute.Strategy,
                      listeners: Sequence[Any]) -> Sequence[Any]:
     """`listeners` on one client; one AgreedStop wrapping them on several workers."""
     return [AgreedStop(strategy, listeners)] if is_multi_client(strategy) else listeners
-
-
-def chief_only(strategy: tf.distribute.Strategy, make: Callable[[], Any]) -> Any:
-    """`make()` on the chief, None elsewhere: for writers into model_dir."""
-    return make() if is_chief(strategy) else None
