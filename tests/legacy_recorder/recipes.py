@@ -73,4 +73,26 @@ RESNET = dict(
         "cores), so 8 replicas train a different function than 1"),
 )
 
-RECIPES = {r["name"]: r for r in (MNIST, TINY_CNN, RESNET)}
+# The tiny BERT classifier (legacy_models/bert): embeddings, attention, LayerNorm, GELU,
+# AdamWeightDecay with warmup and polynomial decay, gradient clipping, TFRecord input with a
+# seeded shuffle, dict features, and eval_metrics given as a dict. The classifier head's
+# dropout 0.1 runs at rate 0 (see MNIST).
+BERT = dict(
+    name="bert",
+    module="tests/legacy_recorder/bert_parity.py",
+    params={},
+    zero_dropout=True,
+    train_batch_size=32,
+    eval_batch_size=32,
+    predict_batch_size=32,
+    train_steps=30,
+    iterations_per_loop=10,
+    save_checkpoints_steps=10,
+    full_eval_steps=9,  # 297 test examples: 9 full batches of 32, then 9.
+    num_predictions=16,
+    single_replica_inexact=(
+        "GELU uses tf.tanh and tf.pow, whose TF 2.15 and TF 2.21 CPU kernels round "
+        "differently on the same inputs (see the golden's kernel probe)"),
+)
+
+RECIPES = {r["name"]: r for r in (MNIST, TINY_CNN, RESNET, BERT)}
