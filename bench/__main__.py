@@ -1,7 +1,7 @@
 """`python -m bench`: one command, one machine, one table of ratios with PASS/FAIL.
 
     .venv/bin/python -m bench --write-results   # full matrix, 3 interleaved repeats
-    .venv/bin/python -m bench --quick           # < 3 min: 1 replica, k=10, one repeat
+    .venv/bin/python -m bench --quick           # < 3 min: shim, tf2, legacy; 1 replica, k=10
 
 Filters (`--workloads mlp --contenders shim,tf2 --replicas 1 ...`) narrow the matrix for
 profiling one row. `--json F` appends each result to F as it lands; `--from-json F` renders
@@ -27,7 +27,8 @@ from bench import report
 from bench.workloads import WORKLOADS
 
 RESULTS_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
-QUICK = {"steps_per_call": (10,), "replicas": (1,), "repeats": 1, "scale": 0.25}
+QUICK = {"steps_per_call": (10,), "replicas": (1,), "contenders": ("shim", "tf2", "legacy"),
+         "repeats": 1, "scale": 0.25}
 
 
 def _csv(kind: type) -> Callable[[str], tuple]:
