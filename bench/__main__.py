@@ -103,17 +103,25 @@ def main(argv: list[str]) -> int:
     command = ".venv/bin/python -m bench " + shlex.join(argv)
     if args.from_json:
         with open(args.from_json) as f:
-            results = [json.loads(line) for line in f if line.strip()]
-        context = [f"Rendered by `{command.strip()}` from recorded results."]
+            records = [json.loads(line) for line in f if line.strip()]
+        results = [r for r in records if "context" not in r]
+        context = [line for r in records for line in r.get("context", [])] + [
+            f"Rendered by `{command.strip()}` from the {len(results)} results recorded."]
     else:
         options = options_from(args)
         started = datetime.datetime.now().astimezone()
         busy_before, git_state = harness.busy_processes(), harness.git_state(options.shim_rev)
+        _append(args.json)({"context": [
+            f"Command: `{command.strip()}` (from the repository root), started "
+            f"{started:%Y-%m-%d %H:%M %Z}. Code: {git_state}.",
+            "Other busy processes at start: " + ("; ".join(busy_before) or "none") + "."]})
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="tpu_bench_") as tmp:
             results = harness.run_all(options, tmp, progress=lambda s: print(s, flush=True),
                                       record=_append(args.json))
         busy_after = harness.busy_processes()
+        _append(args.json)({"context": [
+            "Other busy processes at end: " + ("; ".join(busy_after) or "none") + "."]})
         context = [
             f"Command: `{command.strip()}` (from the repository root).",
             f"Started {started:%Y-%m-%d %H:%M %Z}, took "
