@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROW = re.compile(r"^\| mlp \| 1 \| 10 \| (?P<figure>[^|]+?) \| (?P<shim>[^|]+) \| "
+ROW = re.compile(r"^\| mlp \| 1 \| 10 \| (?P<figure>[^|]+?) \| shim (?P<shim>[^|]+) \| "
                  r"(?P<ref>[^|]+) \| (?P<ratio>[0-9.]+)(?: \[[^]]*\])? \| [^|]+ \| "
                  r"(?P<result>PASS|FAIL) \|$", re.M)
 
