@@ -8,7 +8,9 @@ time, so the legacy CPU run gets the plain AdamWeightDecay optimizer and the shi
 run the CrossShardOptimizer path, as the script would with --use_tpu.
 """
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -23,6 +25,7 @@ TRAIN_STEPS = 30
 LEARNING_RATE = 2e-3
 
 _DATA_DIR = tempfile.mkdtemp(prefix="bert_parity_")
+atexit.register(shutil.rmtree, _DATA_DIR, ignore_errors=True)
 _FILES = {}
 for _split in ("train", "test"):
     _FILES[_split] = os.path.join(_DATA_DIR, f"{_split}.tf_record")
