@@ -574,7 +574,10 @@ class TPUEstimator:
                 runtime.functions[key] = (loop_lib.InferenceLoop(runtime.strategy, step,
                                                                  padded=padded), record)
             inference, record = runtime.functions[key]
-            inference.trace(iterator)
+            # A model_fn's own init_from_checkpoint (BERT's use_tpu=False path) only set
+            # initializers in TF1; evaluate/predict restore the checkpoint instead.
+            with warm_start_lib.capture_init_from_checkpoint(warm_start_lib.InitPlan()):
+                inference.trace(iterator)
             saver_map = None
             if record.scaffold_fn is not None:
                 saver_map = warm_start_lib.run_scaffold_fn(

@@ -265,11 +265,16 @@ class InferenceLoop:
         self._run_steps = tf.function(self._run_steps_fn)
 
     def trace(self, iterator: Any) -> dict[str, Any]:
-        """Traces the step (creating its variables) and returns its output TensorSpecs."""
+        """Traces the step and the loop (creating variables); returns the output TensorSpecs.
+
+        Both traces happen here, so a caller can wrap every model_fn call of this loop
+        (e.g. to capture `init_from_checkpoint`).
+        """
         if not self._structure:
             outputs = self._probe.get_concrete_function(iterator).structured_outputs
             self._structure.update(tf.nest.map_structure(
                 lambda t: tf.TensorSpec(t.shape, t.dtype), outputs))
+        self._run_steps.get_concrete_function(iterator, tf.TensorSpec([], tf.int32))
         return self._structure
 
     def leaf_slices(self) -> dict[str, slice]:
