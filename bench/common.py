@@ -17,6 +17,12 @@ from typing import Any, Callable, Sequence
 RESULT_PREFIX = "BENCH_RESULT "
 
 clock: Callable[[], float] = time.perf_counter
+cpu_clock: Callable[[], float] = time.process_time  # All threads of this process.
+
+
+def stamp(steps: int) -> tuple[int, float, float]:
+    """(steps finished, wall clock, process CPU seconds) at the end of a call."""
+    return steps, clock(), cpu_clock()
 
 
 def emit(result: dict[str, Any]) -> None:
@@ -52,18 +58,18 @@ def train_plan(spec: dict[str, Any]) -> tuple[int, int]:
     return warm, round_up(max(spec["measure_steps"], k), k)
 
 
-def steady_rate(stamps: Sequence[tuple[int, float]], warmup_steps: int,
+def steady_rate(stamps: Sequence[tuple[int, float, float]], warmup_steps: int,
                 windows: int = 5) -> tuple[float, float]:
     """(best-window steps/sec, whole-span steps/sec) after the warm-up.
 
-    `stamps` are (cumulative steps finished, clock time) at the end of each call. The measured
+    `stamps` are (cumulative steps finished, clock, CPU) at the end of each call. The measured
     span starts at the stamp where `warmup_steps` steps had finished, so every host round trip
     and everything the contender does between calls falls inside it. The span is cut into up
     to `windows` runs of whole calls; on a shared machine other processes only ever slow a
     window down, so the fastest window is the most faithful figure, and every contender is
     treated the same way.
     """
-    start = next(i for i, (steps, _) in enumerate(stamps) if steps >= warmup_steps)
+    start = next(i for i, s in enumerate(stamps) if s[0] >= warmup_steps)
     span = list(stamps[start:])
     if len(span) < 2:
         raise ValueError(f"no measured calls after warm-up {warmup_steps}: {stamps}")
@@ -76,16 +82,22 @@ def steady_rate(stamps: Sequence[tuple[int, float]], warmup_steps: int,
     return max(rates), whole
 
 
-def train_figures(t_call: float, first: Sequence[tuple[int, float]],
-                  stamps: Sequence[tuple[int, float]], warmup_steps: int) -> dict[str, float]:
+def train_figures(t_call: float, first: Sequence[tuple[int, float, float]],
+                  stamps: Sequence[tuple[int, float, float]],
+                  warmup_steps: int) -> dict[str, float]:
     """The train figures from a 1-step first call and a separate throughput call.
 
     The first call of a fresh process carries the trace/compile or graph build; its end is
-    the time to first step, exactly, whatever the steps per call.
+    the time to first step, exactly, whatever the steps per call. CPU milliseconds per step
+    (all threads, over the whole measured span) barely move with other processes' load, so
+    they cross-check wall-clock ratios on a shared machine.
     """
     best, whole = steady_rate(stamps, warmup_steps)
+    start = next(s for s in stamps if s[0] >= warmup_steps)
+    cpu_ms = 1000 * (stamps[-1][2] - start[2]) / (stamps[-1][0] - start[0])
     return {"time_to_first_step": first[0][1] - t_call, "train_steps_per_sec": best,
-            "train_steps_per_sec_whole": whole, "train_steps": stamps[-1][0]}
+            "train_steps_per_sec_whole": whole, "train_cpu_ms_per_step": cpu_ms,
+            "train_steps": stamps[-1][0]}
 
 
 def timed(fn: Callable[[], Any]) -> float:

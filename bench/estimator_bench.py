@@ -26,8 +26,9 @@ class Stack(Protocol):
     def make_estimator(self, model_fn: Any, model_dir: str, params: dict[str, Any]) -> Any:
         ...
 
-    def train(self, estimator: Any, input_fn: Any, steps: int) -> list[tuple[int, float]]:
-        """Runs `steps` train steps; returns (steps finished, clock) at each call's end."""
+    def train(self, estimator: Any, input_fn: Any,
+              steps: int) -> list[tuple[int, float, float]]:
+        """Runs `steps` train steps; returns `common.stamp`s at each call's end."""
 
 
 def _consume_predictions(estimator: Any, examples: int) -> None:

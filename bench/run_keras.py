@@ -33,15 +33,15 @@ def main(argv: list[str]) -> None:
     class StepClock(keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
-            self.stamps: list[tuple[int, float]] = []
+            self.stamps: list[tuple[int, float, float]] = []
 
         def on_train_batch_end(self, batch_index: int, logs: Any = None) -> None:
-            self.stamps.append((batch_index + 1, common.clock()))
+            self.stamps.append(common.stamp(batch_index + 1))
 
     def loss() -> Any:
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
-    def fit(steps: int) -> list[tuple[int, float]]:
+    def fit(steps: int) -> list[tuple[int, float, float]]:
         clock = StepClock()
         model.fit(models_keras.dataset(spec["data"], workload.name, "train", batch,
                                        shuffle=True),

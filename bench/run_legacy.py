@@ -23,10 +23,10 @@ class _StepClock(tf.compat.v1.train.SessionRunHook):
     """Stamps (steps finished, clock) after every training session.run."""
 
     def __init__(self) -> None:
-        self.stamps: list[tuple[int, float]] = []
+        self.stamps: list[tuple[int, float, float]] = []
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
-        self.stamps.append((len(self.stamps) + 1, common.clock()))
+        self.stamps.append(common.stamp(len(self.stamps) + 1))
 
 
 class LegacyStack:
@@ -43,7 +43,8 @@ class LegacyStack:
                                  use_tpu=False, train_batch_size=batch,
                                  eval_batch_size=batch, predict_batch_size=batch)
 
-    def train(self, estimator: Any, input_fn: Any, steps: int) -> list[tuple[int, float]]:
+    def train(self, estimator: Any, input_fn: Any,
+              steps: int) -> list[tuple[int, float, float]]:
         step_clock = _StepClock()
         estimator.train(input_fn, steps=steps, hooks=[step_clock])
         return step_clock.stamps

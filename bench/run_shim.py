@@ -30,12 +30,12 @@ class _LoopClock(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
-        self.stamps: list[tuple[int, float]] = []
+        self.stamps: list[tuple[int, float, float]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         match = _STEP_LINE.match(record.getMessage())
         if match:
-            self.stamps.append((int(match.group(1)), common.clock()))
+            self.stamps.append(common.stamp(int(match.group(1))))
 
 
 class ShimStack:
@@ -60,13 +60,14 @@ class ShimStack:
                                  use_tpu=replicas > 1, train_batch_size=batch,
                                  eval_batch_size=batch, predict_batch_size=batch)
 
-    def train(self, estimator: Any, input_fn: Any, steps: int) -> list[tuple[int, float]]:
+    def train(self, estimator: Any, input_fn: Any,
+              steps: int) -> list[tuple[int, float, float]]:
         """Stamps count steps of this call: the log line gives the global step."""
         base = (int(estimator.get_variable_value("global_step"))
                 if estimator.latest_checkpoint() else 0)
         del self._clock.stamps[:]
         estimator.train(input_fn, steps=steps)
-        return [(step - base, t) for step, t in self._clock.stamps]
+        return [(step - base, t, cpu) for step, t, cpu in self._clock.stamps]
 
 
 def main(argv: list[str]) -> None:

@@ -90,19 +90,19 @@ def main(argv: list[str]) -> None:
             arrays = [a.write(i, p) for a, p in zip(arrays, parts)]
         return [a.concat() for a in arrays]
 
-    def train_call(iterator: Any, n: int) -> float:
+    def train_call(iterator: Any, n: int, steps_before: int) -> tuple[int, float, float]:
         train_n(iterator, tf.constant(n))
         float(train_loss.result())  # What a loop logging its loss reads back per call.
-        return common.clock()
+        return common.stamp(steps_before + n)
 
     # t_call was taken before the model was built: that is part of getting to step one.
     iterator = iter(distributed("train", shuffle=True))
-    first = [(1, train_call(iterator, 1))]
+    first = [train_call(iterator, 1, 0)]
     warm, measured = common.train_plan(spec)
     iterator = iter(distributed("train", shuffle=True))  # A fresh call, as train() makes.
-    stamps: list[tuple[int, float]] = []
+    stamps: list[tuple[int, float, float]] = []
     while not stamps or stamps[-1][0] < warm + measured:
-        stamps.append(((len(stamps) + 1) * k, train_call(iterator, k)))
+        stamps.append(train_call(iterator, k, len(stamps) * k))
     result: dict[str, Any] = common.train_figures(t_call, first, stamps, warm)
 
     def run_chunks(fn: Any, steps: int, labels: bool) -> list[Any]:
