@@ -18,6 +18,8 @@ setuptools.setup(
         "absl-py",
         # Serves tf.contrib.layers/framework/metrics/slim under their legacy variable names.
         "tf-slim>=1.1",
+        # host_call's tf.summary.scalar needs it; TF 2.21 does not install it.
+        "tensorboard>=2.16,<2.22",
     ],
     extras_require={
         "test": ["pytest", "hypothesis", "scikit-learn"],
