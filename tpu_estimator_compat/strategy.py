@@ -36,6 +36,15 @@ class StrategyChoice:
 
 
 def _try_tpu(resolver: Any) -> StrategyChoice | None:
+    if resolver is not None and (
+            getattr(resolver, "no_tpu_reason", None) or
+            not isinstance(resolver, tf.distribute.cluster_resolver.TPUClusterResolver)):
+        # The launcher's NoTPUClusterResolver, or a resolver that names no TPU: connecting
+        # would reset the eager context (tearing down every live dataset iterator) only to
+        # fail in TPU initialisation.
+        logging.warning("No TPU reachable through %r (%s); falling back.", resolver,
+                        getattr(resolver, "no_tpu_reason", None) or "not a TPUClusterResolver")
+        return None
     try:
         if resolver is None:
             if not tf.config.list_logical_devices("TPU"):
