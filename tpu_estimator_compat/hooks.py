@@ -38,9 +38,9 @@ _RESHAPED = (_train.LoggingTensorHook, _train.StopAtStepHook, _train.NanTensorHo
 
 def _builtin_hook_types() -> tuple[type, ...]:
     names = ["SummarySaverHook", "ProfilerHook", "FeedFnHook", "FinalOpsHook",
-             "GlobalStepWaiterHook", "StepCounterHook", "SecondOrStepTimer"]
+             "GlobalStepWaiterHook", "StepCounterHook"]
     return tuple(getattr(_train, n) for n in names
-                 if isinstance(getattr(_train, n, None), type) and n != "SecondOrStepTimer")
+                 if isinstance(getattr(_train, n, None), type))
 
 
 def check_supported(hooks: Sequence[Any]) -> None:

@@ -86,14 +86,6 @@ class InitPlan:
         return count
 
 
-def _name_of(variable: Any, variables: Mapping[str, tf.Variable]) -> str:
-    for name, candidate in variables.items():
-        if candidate is variable:
-            return name
-    raise ValueError(f"init_from_checkpoint was given variable {variable!r}, which is not a "
-                     "variable of this model_fn.")
-
-
 def resolve_assignment_map(checkpoint_shapes: Mapping[str, Any], assignment_map: Mapping[Any, Any],
                            variables: Mapping[str, tf.Variable],
                            path: str) -> list[tuple[str, tf.Variable]]:
