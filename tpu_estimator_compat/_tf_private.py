@@ -90,3 +90,17 @@ def multi_worker_replicas_on_local_cpus(count: int):
         yield
     finally:
         extended._initialize_local_devices = original  # pylint: disable=protected-access
+
+# tf_keras batch norm chooses how to update its moving statistics from
+# `executing_eagerly_outside_functions()`: inside a `tf.function` traced from eager code it
+# lets FusedBatchNormV3 update them (`exponential_avg_factor`), in a TF1 graph it runs
+# `moving -= (moving - batch) * (1 - momentum)`. The two round differently (~1 ulp a step).
+# Legacy TPUEstimator always built a TF1 graph, so `keras_env` routes replica steps to the
+# graph formula. The choice is made inside this private method; no public switch exists.
+def keras_batch_norm_base():
+    """The tf_keras class owning `_fused_batch_norm`, or None without tf-keras."""
+    try:
+        from tf_keras.src.layers.normalization import batch_normalization
+    except ImportError:
+        return None
+    return getattr(batch_normalization, "BatchNormalizationBase", None)

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import keras_env
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import variables as variables_lib
 from tpu_estimator_compat.inputs import BATCH_SIZE_KEY, CONTEXT_KEY, USE_TPU_KEY
@@ -80,7 +81,9 @@ class ModelFnCaller:
         if self.use_tpu and not export_mode and self.context_factory is not None:
             params[CONTEXT_KEY] = self.context_factory(mode)
         kwargs["params"] = params
-        result = self.model_fn(features=features, **kwargs)
+        # Keras batch norm must update its moving statistics as in legacy's TF1 graph.
+        with keras_env.tf1_batch_norm_updates():
+            result = self.model_fn(features=features, **kwargs)
         spec_lib.validate_spec_type(
             result, mode, require_tpu_spec=self.use_tpu and not export_mode)
         return result
