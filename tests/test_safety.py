@@ -86,11 +86,11 @@ def test_unwritable_model_dir(tmp_path):
         make(blocker / "model").train(models.digits_input_fn(64, flat=True), steps=1)
 
 
-def _start(model_dir, max_steps):
+def _start(model_dir, max_steps, save_steps=1, stderr=subprocess.DEVNULL):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TPU_ESTIMATOR_COMPAT_PROGRESS="quiet")
-    proc = subprocess.Popen([sys.executable, SCRIPT, str(model_dir), str(max_steps)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env=env)
+    proc = subprocess.Popen(
+        [sys.executable, SCRIPT, str(model_dir), str(max_steps), str(save_steps)],
+        stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
     assert proc.stdout.readline().strip() == "READY"
     return proc
 
@@ -116,6 +116,33 @@ def test_sigterm_checkpoints_and_exits(tmp_path):
     est = make(tmp_path, keep_checkpoint_max=3)
     est.train(models.digits_input_fn(64, flat=True), steps=1)
     assert _step(tmp_path) == step + 1
+
+
+def test_ctrl_c_checkpoints_the_steps_done_and_reraises(tmp_path):
+    """SIGINT (Ctrl-C) between saves: the step reached is checkpointed, with its weights.
+
+    Checkpoints are due only every 10**6 steps, so the only one after step 0 is the one the
+    interrupt writes; its weights must equal a straight run of the same number of steps.
+    """
+    interrupted = tmp_path / "interrupted"
+    proc = _start(interrupted, 10**7, save_steps=10**6, stderr=subprocess.PIPE)
+    try:
+        time.sleep(6)  # Past tracing and some hundreds of steps.
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in stderr, stderr[-3000:]
+    assert "Interrupted: writing a checkpoint at global step" in stderr, stderr[-3000:]
+    step = _step(interrupted)
+    assert 0 < step < 10**6
+    straight = tmp_path / "straight"
+    _start(straight, step, save_steps=10**6).wait(timeout=300)
+    assert _step(straight) == step
+    a = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(interrupted)))
+    b = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(straight)))
+    for name in ("w", "b"):
+        np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name))
 
 
 def test_sigkill_at_random_points_leaves_a_resumable_model_dir(tmp_path):

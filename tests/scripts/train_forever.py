@@ -1,6 +1,6 @@
 """A trainer for the fault tests: trains a tiny model, checkpointing every step.
 
-Usage: train_forever.py MODEL_DIR MAX_STEPS. Every batch is the same 64 digits, so any run
+Usage: train_forever.py MODEL_DIR MAX_STEPS [SAVE_CHECKPOINTS_STEPS]. Every batch is the same 64 digits, so any run
 that resumes from a checkpoint ends with the weights of an uninterrupted run.
 """
 
@@ -16,8 +16,8 @@ import models  # noqa: E402
 import tpu_estimator_compat as tec  # noqa: E402
 
 
-def main(model_dir: str, max_steps: int) -> None:
-    config = tec.RunConfig(model_dir=model_dir, save_checkpoints_steps=1,
+def main(model_dir: str, max_steps: int, save_steps: int = 1) -> None:
+    config = tec.RunConfig(model_dir=model_dir, save_checkpoints_steps=save_steps,
                            keep_checkpoint_max=3,
                            tpu_config=tec.TPUConfig(iterations_per_loop=1))
     est = tec.TPUEstimator(model_fn=models.linear_model_fn, config=config, use_tpu=False,
@@ -28,4 +28,4 @@ def main(model_dir: str, max_steps: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], *map(int, sys.argv[2:]))
