@@ -203,14 +203,7 @@ def bert_input_fns(directory, pad):
                                                     with_labels=False))
 
 
-@pytest.mark.parametrize("strategy_name", [
-    "default",
-    pytest.param("mirrored8", marks=pytest.mark.xfail(strict=False, reason=(
-        "shim bug: on several replicas tf.compat.v1.get_variable after a cross-replica sum "
-        "(AdamWeightDecayOptimizer creating adam_m/adam_v inside CrossShardOptimizer."
-        "apply_gradients) finds the variable already in the v1 variable store -> "
-        "AttributeError 'Tensor.op is undefined when eager execution is enabled'"))),
-])
+@pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
 def test_bert_fine_tunes_from_pretrained_checkpoint(tmp_path, strategy_name,
                                                     pretrained_checkpoint):
     from conftest import make_strategy

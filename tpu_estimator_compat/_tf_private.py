@@ -104,3 +104,20 @@ def keras_batch_norm_base():
     except ImportError:
         return None
     return getattr(batch_normalization, "BatchNormalizationBase", None)
+
+# `tf.compat.v1.get_variable` and `variable_scope` find their variable store and scope store
+# as the single element of the graph collections in VARIABLE_STORE_COLLECTIONS, and create
+# them lazily when the collection is empty. `variables.replica_scope` gives every replica
+# thread a fresh pair of its own (MirroredStrategy threads interleave at each merge_call, so
+# one pair in the collection would be shared by all replicas). No public API constructs one.
+from tensorflow.python.ops import variable_scope as _variable_scope  # noqa: E402
+
+
+def new_variable_store():
+    """A fresh, empty v1 variable store (what a new TF1 graph's `get_variable` starts with)."""
+    return _variable_scope._VariableStore()  # pylint: disable=protected-access
+
+
+def new_variable_scope_store():
+    """A fresh v1 variable-scope store: root scope, no scope-name counts (thread-local)."""
+    return _variable_scope._VariableScopeStore()  # pylint: disable=protected-access

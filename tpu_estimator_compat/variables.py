@@ -11,8 +11,9 @@ owns three things:
   any trace, any mode or any replica, gets the same object back.
 * `replica_scope`: entered at the top of every replica step. It gives the replica what a TPU
   core saw when legacy TPUEstimator built its graph: a fresh v1 variable store and variable
-  scope, fresh Keras layer-name counters, empty per-step collections, and the global step in
-  `GLOBAL_STEP`.
+  scope of its own for the whole step (MirroredStrategy's replica threads interleave at every
+  all-reduce), fresh Keras layer-name counters, empty per-step collections, and the global
+  step in `GLOBAL_STEP`.
 * `global_step`: created eagerly before any model_fn runs, as Estimator did.
 
 It knows nothing of modes, specs, input pipelines or checkpoint files; `checkpoints.py` saves
@@ -307,6 +308,90 @@ def _graphs_to_register_in() -> list[tf.Graph]:
     return graphs
 
 
+class _PerReplicaStore:
+    """Stands in a v1 store collection for the store of whichever replica thread asks.
+
+    `tf.compat.v1.get_variable` finds its variable store, and `variable_scope` its scope
+    store, as the single element of a graph collection. MirroredStrategy runs each replica
+    in its own thread, all tracing into one graph, and switches threads at every
+    `merge_call` (each all-reduce, each assign to a mirrored variable). Were one store in
+    the collection, every replica would resume after an all-reduce with the store of the
+    replica that entered last: replica 1 would find the `w/adam_m` that replica 0 created
+    in `apply_gradients` and fail, as a TF1 graph failed on a second
+    `get_variable('w/adam_m')`. This object resolves every attribute to the store of the
+    asking thread's replica, so each replica keeps its own store across merge_calls, as
+    each TPU core did.
+
+    A thread with no replica of its own (the main thread running a merge_fn, e.g. a v1
+    optimizer creating its slots) gets the store of the first replica to enter: replica 0,
+    under whose variable scope MirroredStrategy runs merge_fn, and whose store is the
+    single replica's own on one replica.
+    """
+
+    def __init__(self, saved: list[Any]) -> None:
+        # The collection's contents before any replica entered, put back after the last.
+        object.__setattr__(self, "saved", saved)
+        object.__setattr__(self, "_by_thread", {})
+        object.__setattr__(self, "_first", None)
+
+    def enter(self, store: Any) -> Any:
+        """Gives the calling thread `store`; returns its previous one (None) for `exit`."""
+        previous = self._by_thread.get(threading.get_ident())
+        self._by_thread[threading.get_ident()] = store
+        if self._first is None:
+            object.__setattr__(self, "_first", store)
+        return previous
+
+    def exit(self, previous: Any) -> bool:
+        """Undoes `enter` for the calling thread; True when no replica thread is left."""
+        if previous is None:
+            del self._by_thread[threading.get_ident()]
+        else:
+            self._by_thread[threading.get_ident()] = previous
+        return not self._by_thread
+
+    def _store(self) -> Any:
+        return self._by_thread.get(threading.get_ident(), self._first)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._store(), name, value)  # `variable_scope` sets `current_scope`.
+
+
+_STORES_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _own_v1_stores(graph: tf.Graph) -> Iterator[None]:
+    """Gives the calling replica thread a fresh v1 variable store and scope store.
+
+    What a new TF1 graph gave each TPU core's model_fn. The stores stay the thread's own
+    while other replica threads of the same graph run in between (see `_PerReplicaStore`);
+    after the last replica leaves, the collections hold what they held before.
+    """
+    fresh = (_tf_private.new_variable_store(), _tf_private.new_variable_scope_store())
+    entered = []
+    with _STORES_LOCK:
+        for key, store in zip(_tf_private.VARIABLE_STORE_COLLECTIONS, fresh):
+            # Both keys are shared by every FuncGraph with its outer graph: one list per process.
+            ref = graph.get_collection_ref(key)
+            if len(ref) == 1 and isinstance(ref[0], _PerReplicaStore):
+                proxy = ref[0]
+            else:
+                proxy = _PerReplicaStore(saved=list(ref))
+                ref[:] = [proxy]
+            entered.append((ref, proxy, proxy.enter(store)))
+    try:
+        yield
+    finally:
+        with _STORES_LOCK:
+            for ref, proxy, previous in entered:
+                if proxy.exit(previous) and len(ref) == 1 and ref[0] is proxy:
+                    ref[:] = proxy.saved
+
+
 @contextlib.contextmanager
 def _ema_restore_by_name() -> Iterator[None]:
     """`ExponentialMovingAverage.variables_to_restore` for variables created eagerly.
@@ -361,7 +446,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
     """
     graph = _v1.get_default_graph()
     strip_prefix = graph.get_name_scope()
-    for key in _PER_STEP_COLLECTIONS + _tf_private.VARIABLE_STORE_COLLECTIONS:
+    for key in _PER_STEP_COLLECTIONS:
         del graph.get_collection_ref(key)[:]
     tf.compat.v1.keras.backend.reset_uids()
     for key in (_v1.GraphKeys.GLOBAL_STEP, _v1.GraphKeys.GLOBAL_VARIABLES):
@@ -376,7 +461,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
         # names it derives from the scope (`ExponentialMovingAverage.average_name`,
         # `unique_name`) then match a TF1 graph's whatever loop it is traced in.
         with graph.name_scope(None), registry.creator_scope("", step_prefix=strip_prefix), \
-                _v1.variable_scope(root, auxiliary_name_scope=False), \
+                _own_v1_stores(graph), _v1.variable_scope(root, auxiliary_name_scope=False), \
                 _tf_private.tf1_tensor_equality(), _ema_restore_by_name():
             yield
     finally:

@@ -1,0 +1,131 @@
+"""Tests for tpu_estimator_compat.variables: TF1 variable semantics inside replica steps.
+
+MirroredStrategy runs each replica in its own thread, all tracing into one graph, and switches
+threads at every all-reduce. These tests pin what a TPU core saw, whatever the interleaving:
+its own v1 variable store and variable scope for the whole step. They train through
+TPUEstimator on the default strategy and on 8 MirroredStrategy replicas, and read the
+checkpoint back with TensorFlow's own reader.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tpu_estimator_compat import (RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec,
+                                  _tf_private, variables)
+
+v1 = tf.compat.v1
+
+BATCH = 16
+STEPS = 3
+LR = 0.1
+W0 = np.array([0.5, -0.25], np.float32)
+X = np.arange(BATCH * 2, dtype=np.float32).reshape(BATCH, 2) / 10.0
+
+
+class _MomentSlotOptimizer(v1.train.Optimizer):
+    """BERT's AdamWeightDecayOptimizer pattern, reduced to sums that are easy to check.
+
+    `apply_gradients` is overridden and creates its slots with `get_variable` named
+    `<param>/adam_m` and `<param>/adam_v`; wrapped in CrossShardOptimizer, it runs after the
+    cross-replica sum of the gradients, i.e. after every replica thread has paused once.
+    """
+
+    def __init__(self, learning_rate):
+        super().__init__(use_locking=False, name="MomentSlot")
+        self.learning_rate = learning_rate
+
+    def _slot(self, param, suffix):
+        return v1.get_variable(param.name.split(":")[0] + "/" + suffix,
+                               shape=param.shape.as_list(), dtype=tf.float32,
+                               trainable=False, initializer=v1.zeros_initializer())
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        del global_step
+        updates = []
+        for grad, param in grads_and_vars:
+            m, v = self._slot(param, "adam_m"), self._slot(param, "adam_v")
+            updates += [m.assign(m + grad), v.assign(v + tf.square(grad)),
+                        param.assign(param - self.learning_rate * grad)]
+        return tf.group(*updates, name=name)
+
+
+def _slot_model_fn(features, labels, mode, params):
+    del labels, params
+    w = v1.get_variable("w", initializer=tf.constant(W0))
+    loss = tf.reduce_mean(tf.linalg.matvec(features, w))  # d loss / d w = mean of rows.
+    tvars = v1.trainable_variables()
+    grads = tf.gradients(loss, tvars)
+    optimizer = v1.tpu.CrossShardOptimizer(_MomentSlotOptimizer(LR))
+    global_step = v1.train.get_global_step()
+    train_op = optimizer.apply_gradients(zip(grads, tvars), global_step=global_step)
+    return TPUEstimatorSpec(mode=mode, loss=loss,
+                            train_op=tf.group(train_op, global_step.assign_add(1)))
+
+
+def _scoped_after_all_reduce_model_fn(features, labels, mode, params):
+    """get_variable inside a variable scope (and a `default_name` one) spanning an all-reduce."""
+    del labels, params
+    w = v1.get_variable("w", initializer=tf.constant(W0))
+    loss = tf.reduce_mean(tf.linalg.matvec(features, w))
+    with v1.variable_scope("head"):
+        total = v1.tpu.cross_replica_sum(loss)
+        scale = v1.get_variable("scale", initializer=tf.constant(2.0))
+        with v1.variable_scope(None, default_name="block"):
+            bias = v1.get_variable("bias", initializer=tf.constant(1.0))
+    loss = loss + 0.0 * (scale * total + bias)
+    optimizer = v1.tpu.CrossShardOptimizer(v1.train.GradientDescentOptimizer(LR))
+    train_op = optimizer.minimize(loss, global_step=v1.train.get_global_step())
+    return TPUEstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+
+
+def _input_fn(params):
+    del params  # Every step sees the same global batch: the whole of X.
+    labels = np.zeros([BATCH], np.int32)
+    return tf.data.Dataset.from_tensor_slices((X, labels)).repeat().batch(
+            BATCH, drop_remainder=True)
+
+
+def _train(model_dir, strategy, model_fn):
+    config = RunConfig(model_dir=str(model_dir), train_distribute=strategy,
+                       tpu_config=TPUConfig(iterations_per_loop=STEPS))
+    estimator = TPUEstimator(model_fn=model_fn, config=config, use_tpu=True,
+                             train_batch_size=BATCH)
+    estimator.train(_input_fn, max_steps=STEPS)
+    return tf.train.load_checkpoint(estimator.latest_checkpoint())
+
+
+def test_slots_created_with_get_variable_after_all_reduce(tmp_path, strategy):
+    """Every replica creates `w/adam_m` in its own store; the checkpoint has the v1 names.
+
+    On TPU, CrossShardOptimizer.apply_gradients sums the per-core gradients of per-core
+    mean losses, so N replicas of B/N rows each step by N times the global-batch mean.
+    """
+    reader = _train(tmp_path, strategy, _slot_model_fn)
+    assert sorted(reader.get_variable_to_shape_map()) == [
+        "global_step", "w", "w/adam_m", "w/adam_v"]
+    grad = strategy.num_replicas_in_sync * X.mean(axis=0)
+    assert reader.get_tensor("global_step") == STEPS
+    np.testing.assert_allclose(reader.get_tensor("w/adam_m"), STEPS * grad, rtol=1e-6)
+    np.testing.assert_allclose(reader.get_tensor("w/adam_v"), STEPS * grad**2, rtol=1e-6)
+    np.testing.assert_allclose(reader.get_tensor("w"), W0 - LR * STEPS * grad, rtol=1e-6)
+
+
+def test_variable_scope_survives_an_all_reduce(tmp_path, strategy):
+    """After the all-reduce each replica is still in its own `head` scope, with its counts."""
+    reader = _train(tmp_path, strategy, _scoped_after_all_reduce_model_fn)
+    names = set(reader.get_variable_to_shape_map())
+    assert names == {"global_step", "w", "head/scale", "head/block/bias"}
+    assert reader.get_tensor("head/scale") == 2.0
+
+
+@pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
+def test_replica_stores_leave_the_collections_as_they_were(tmp_path, strategy_name):
+    from conftest import make_strategy
+
+    graph = v1.get_default_graph()  # Eager: the process-wide graph every FuncGraph shares.
+    before = [list(graph.get_collection(k)) for k in _tf_private.VARIABLE_STORE_COLLECTIONS]
+    _train(tmp_path, make_strategy(strategy_name), _slot_model_fn)
+    after = [graph.get_collection(k) for k in _tf_private.VARIABLE_STORE_COLLECTIONS]
+    assert [[id(s) for s in c] for c in after] == [[id(s) for s in c] for c in before]
+    assert not any(isinstance(s, variables._PerReplicaStore) for c in after for s in c)
