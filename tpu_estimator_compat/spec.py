@@ -447,8 +447,9 @@ def validate_spec_type(spec: Any, mode: str, require_tpu_spec: bool = False
     elif (require_tpu_spec and mode == ModeKeys.PREDICT
           and not isinstance(spec.predictions, dict)):
         raise TypeError(
-                "TPUEstimatorSpec.predictions must be dict of Tensors, given: {!r}."
-                .format(spec.predictions))
+                "TPUEstimatorSpec.predictions must be dict of Tensors, given: {!r}. Return "
+                "a dict, e.g. predictions={{'predictions': tensor}} (a bare tensor works "
+                "only with use_tpu=False, as on legacy TPUEstimator).".format(spec.predictions))
     return spec
 
 
