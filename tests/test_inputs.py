@@ -1,4 +1,8 @@
 """Tests for tpu_estimator_compat.inputs: batch plans, input_fn calls, distributed datasets."""
+import statistics
+import time
+import weakref
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -73,10 +77,10 @@ def _rows_input_fn(seen, num_rows=64):
     return input_fn
 
 
-def _per_replica_batches(strategy, dist_dataset, steps):
+def _per_replica_batches(strategy, dist_dataset, steps, make_iterator=iter):
     """[step][replica] -> (features ndarray, labels ndarray), iterated eagerly."""
     out = []
-    iterator = iter(dist_dataset)
+    iterator = make_iterator(dist_dataset)
     for _ in range(steps):
         features, labels = next(iterator)
         out.append([(f.numpy(), l.numpy()) for f, l in zip(
@@ -175,6 +179,85 @@ def test_distribute_input_fn_without_params_raises_legacy_message(strategy):
 
     with pytest.raises(ValueError, match="does not include params argument"):
         _distribute(strategy, input_fn, InputPipelineConfig.PER_HOST_V1)
+
+
+# iterate: an iterator over several devices is deleted without a stall
+
+# Long enough for tf.data's autotune sleep (doubling from 10 ms while the iterator lives) to
+# reach 2.56 s, which the deletion used to wait out on some of the 8 devices.
+_ITERATOR_AGE_SECONDS = 4.0
+_STEPS_PER_LOOP = 20
+
+
+def _endless_rows_input_fn(params):
+    ds = tf.data.Dataset.range(1024).map(lambda r: (r, r * 10))
+    return ds.batch(params["batch_size"], drop_remainder=True).repeat()
+
+
+def test_iterate_gives_every_replica_what_iter_gives(strategy):
+    def batches(make_iterator):
+        dataset = _distribute(strategy, _endless_rows_input_fn, InputPipelineConfig.PER_HOST_V1)
+        return _per_replica_batches(strategy, dataset, 70, make_iterator)
+
+    expected, actual = batches(iter), batches(inputs.iterate)
+    assert len(actual) == len(expected) == 70
+    for want, got in zip(expected, actual):
+        for (want_f, want_l), (got_f, got_l) in zip(want, got):
+            np.testing.assert_array_equal(got_f, want_f)
+            np.testing.assert_array_equal(got_l, want_l)
+
+
+def test_deleting_an_eight_replica_iterator_takes_about_one_loop():
+    """Deletion used to wait out tf.data autotune sleeps of up to 60 s, device after device.
+
+    The stall grew with the iterator's age, so the iterator is used for a few seconds in a
+    compiled loop first; its deletion is then compared with one loop measured in the same
+    run (generous: twenty loops), not with a wall-clock constant.
+    """
+    strategy = make_strategy("mirrored8")
+    dataset = _distribute(strategy, _endless_rows_input_fn, InputPipelineConfig.PER_HOST_V1,
+                          batch=64)
+
+    @tf.function
+    def loop(iterator, n):
+        total = tf.constant(0, tf.int64)
+        for _ in tf.range(n):
+            features, _ = next(iterator)
+            per_replica = strategy.run(tf.reduce_sum, args=(features,))
+            total += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        return total
+
+    iterator = inputs.iterate(dataset)
+    steps = tf.constant(_STEPS_PER_LOOP)
+    loop(iterator, steps).numpy()  # Traces.
+    loop_seconds = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < _ITERATOR_AGE_SECONDS:
+        began = time.perf_counter()
+        loop(iterator, steps).numpy()
+        loop_seconds.append(time.perf_counter() - began)
+    alive = weakref.ref(iterator)
+    began = time.perf_counter()
+    del iterator
+    teardown = time.perf_counter() - began
+    one_loop = statistics.median(loop_seconds)
+    print(f"iterator used {len(loop_seconds)} loops over {_ITERATOR_AGE_SECONDS} s; one loop "
+          f"{one_loop * 1e3:.1f} ms; deletion {teardown * 1e3:.1f} ms")
+    assert alive() is None, "the iterator outlived `del`: its teardown was not measured"
+    assert teardown <= 20 * one_loop, (
+        f"deleting the iterator took {teardown:.2f} s, {teardown / one_loop:.0f} loops of "
+        f"{_STEPS_PER_LOOP} steps ({one_loop * 1e3:.1f} ms each)")
+
+
+@pytest.mark.parametrize("chosen, expected", [(None, False), (True, True), (False, False)])
+def test_autotune_is_off_on_devices_unless_input_fn_chose(chosen, expected):
+    dataset = tf.data.Dataset.range(4)
+    if chosen is not None:
+        options = tf.data.Options()
+        options.autotune.enabled = chosen
+        dataset = dataset.with_options(options)
+    result = inputs._without_default_autotune(dataset)  # pylint: disable=protected-access
+    assert result.options().autotune.enabled is expected
 
 
 # to_dataset / split_element / call_input_fn

@@ -91,6 +91,46 @@ def multi_worker_replicas_on_local_cpus(count: int):
     finally:
         extended._initialize_local_devices = original  # pylint: disable=protected-access
 
+# Deleting the iterator of a `distribute_datasets_from_function` dataset over several devices
+# stalled for up to 60 s per device (162 s after 100 s of use on 8 logical CPUs). The iterator
+# is a MultiDeviceIterator: one host pipeline plus, per device, a pipeline TF builds itself in
+# `multi_device_iterator_ops._create_device_dataset` (a generator reading the host buffer, then
+# `prefetch(1)`), with default options, so each runs a tf.data autotune thread. That thread
+# sleeps between optimisations for a period doubling from 10 ms to 60 s, and on TF 2.21 it
+# often misses the iterator's cancellation (it is woken before the CancellationManager reports
+# cancelled, and sleeps out the rest of its period); the iterator's destructor joins it, one
+# device after another. These per-device pipelines have nothing to tune (a fixed buffer of 1),
+# but no public argument reaches their options (`tf.distribute.InputOptions` has none), so the
+# builder is wrapped while an iterator is created, to turn autotuning off in them.
+import threading as _threading  # noqa: E402
+
+from tensorflow.python.data.ops import multi_device_iterator_ops as _mdi_ops  # noqa: E402
+
+_DEVICE_PIPELINE_BUILDER_LOCK = _threading.Lock()
+
+
+@_contextlib.contextmanager
+def device_pipelines_without_autotune():
+    """Inside: MultiDeviceIterators being built give their per-device pipelines no autotune.
+
+    Holds a lock while inside, so two threads never swap the builder at once.
+    """
+    import tensorflow as tf  # Local: keep this module's import light.
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    with _DEVICE_PIPELINE_BUILDER_LOCK:
+        original = _mdi_ops._create_device_dataset  # pylint: disable=protected-access
+
+        def without_autotune(*args, **kwargs):
+            return original(*args, **kwargs).with_options(options)
+
+        _mdi_ops._create_device_dataset = without_autotune  # pylint: disable=protected-access
+        try:
+            yield
+        finally:
+            _mdi_ops._create_device_dataset = original  # pylint: disable=protected-access
+
 # tf_keras batch norm chooses how to update its moving statistics from
 # `executing_eagerly_outside_functions()`: inside a `tf.function` traced from eager code it
 # lets FusedBatchNormV3 update them (`exponential_avg_factor`), in a TF1 graph it runs

@@ -281,7 +281,7 @@ class TPUEstimator:
         dataset = inputs_lib.distribute(
             runtime.strategy, input_fn, params=self._params, config=self._config,
             mode=ModeKeys.TRAIN, plan=plan, use_tpu=self._use_tpu)
-        iterator = iter(dataset)
+        iterator = inputs_lib.iterate(dataset)
         init_plan = warm_start_lib.InitPlan()
         # Tracing creates the variables; only then can a checkpoint be restored.
         with warm_start_lib.capture_init_from_checkpoint(init_plan):
@@ -559,7 +559,7 @@ class TPUEstimator:
             dataset = inputs_lib.distribute(
                 runtime.strategy, input_fn, params=self._params, config=self._config,
                 mode=mode, plan=plan, use_tpu=on_tpu, repeat_tensors=False, pad=padded)
-            iterator = iter(dataset)
+            iterator = inputs_lib.iterate(dataset)
             if key not in runtime.functions:
                 record = replica_step.TraceRecord()
                 caller = self._caller(plan, on_tpu)
