@@ -61,8 +61,9 @@ SHARED_BETA_POWERS = (
     "beta1_power_1/beta2_power_1. Fix: uniquify cross-replica requests against a per-trace "
     "set too (reset when replica 0 enters replica_scope), as the default strategy already does")
 NON_BATCH_EVAL_TENSOR = (
-    "estimator.py:_unflatten_rows masks every eval_metrics tensor with the per-example "
-    "padding mask, so a one-value-per-step tensor (`tf.reshape(d_loss, [1])`, which legacy "
+    "loop.py:InferenceResult.per_step slices every gathered leaf by the step's batch rows "
+    "and estimator.py:_unflatten_rows masks it with the per-example padding mask, so a "
+    "one-value-per-step tensor (`tf.reshape(d_loss, [1])`, which legacy "
     "CPU TPUEstimator passed to metric_fn unchanged) fails with 'IndexError: boolean index "
     "did not match indexed array along axis 0; size of axis is 3 but size of corresponding "
     "boolean axis is 32'. Fix: without padding (use_tpu=False or 1 replica) pass the "
