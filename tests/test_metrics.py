@@ -276,3 +276,19 @@ def test_finalize_eval_dict_has_legacy_keys_order_and_dtypes():
     assert result["global_step"] == 1200 and type(result["global_step"]) is np.int64
     assert finalize_eval_dict({}, 0.25, 0) == {"loss": np.float32(0.25), "global_step": 0}
     assert metrics_lib.LOSS_KEY == "loss"
+
+
+def test_update_feeds_strided_and_string_arrays_through_the_compiled_callable():
+    def metric_fn(names, values):
+        lengths = tf.cast(tf.strings.length(names), tf.float32)
+        return {"length": tf.compat.v1.metrics.mean(lengths),
+                "value": tf.compat.v1.metrics.mean(values)}
+
+    specs = [tf.TensorSpec([None], tf.string), tf.TensorSpec([None, 2], tf.float32)]
+    with HostMetrics(metric_fn, [0, 1], specs) as host:
+        wide = np.arange(12, dtype=np.float64).reshape(3, 4)
+        host.update([np.array([b"ab", b"abcd", b""], dtype=object), wide[:, ::2]])  # Strided.
+        host.update([np.array(["xyz"]), np.array([[1.0, 2.0]], np.float32)])
+        result = host.result()
+    assert result["length"] == np.float32(9 / 4)
+    assert result["value"] == np.float32((wide[:, ::2].sum() + 3) / 8)

@@ -161,3 +161,41 @@ def new_variable_store():
 def new_variable_scope_store():
     """A fresh v1 variable-scope store: root scope, no scope-name counts (thread-local)."""
     return _variable_scope._VariableScopeStore()  # pylint: disable=protected-access
+
+# `HostMetrics` feeds numpy batches to a v1 `Session` once per eval step. The public
+# `Session.make_callable(fetches, feed_list=...)` silently falls back to a full
+# `Session.run(fetches, feed_dict)` whenever `feed_list` is given (a TODO in session.py), with
+# ~1 ms of Python per call; the C++ `Session::MakeCallable` behind the private
+# `_make_callable_from_options` takes the feeds positionally with no per-call Python. The
+# `CallableOptions` proto is not exported in the public `tf` namespace either.
+from tensorflow.core.protobuf import config_pb2 as _config_pb2  # noqa: E402
+
+
+def make_fed_callable(session, feeds, targets):
+    """`fn(*arrays)` running `targets` (ops) with `arrays` fed to the `feeds` placeholders.
+
+    Arrays must already have each placeholder's dtype and a compatible shape (no checks).
+    """
+    options = _config_pb2.CallableOptions(feed=[t.name for t in feeds],
+                                          target=[op.name for op in targets])
+    return session._make_callable_from_options(options)  # pylint: disable=protected-access
+
+# `loop` calls its compiled multi-step function once per loop with the same iterator. A
+# `ConcreteFunction.__call__` re-binds and re-flattens its structured arguments on every call
+# (for a distributed iterator: its whole type spec, ~0.2 ms of Python per call, as much as an
+# MLP step). The flat tensors of one iterator never change, so the loop flattens them once
+# and calls the flat signature, which only the private `_call_flat` exposes.
+from tensorflow.python.eager.polymorphic_function import (  # noqa: E402
+    function_type_utils as _function_type_utils)
+
+
+def flat_inputs(concrete_fn, args):
+    """The flat tensor inputs `concrete_fn(*args)` would pass to its graph, computed once."""
+    bound = _function_type_utils.canonicalize_function_inputs(args, {},
+                                                              concrete_fn.function_type)
+    return concrete_fn.function_type.unpack_inputs(bound)
+
+
+def call_flat(concrete_fn, inputs):
+    """`concrete_fn(*args)` with `inputs = flat_inputs(concrete_fn, args)`: same outputs."""
+    return concrete_fn._call_flat(inputs, concrete_fn.captured_inputs)  # pylint: disable=protected-access

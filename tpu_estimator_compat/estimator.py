@@ -381,7 +381,7 @@ class TPUEstimator:
                 record=record, emit_host_call=emit_host_call)
             return loop_lib.make_multi_step_train_fn(
                 runtime.strategy, step, host_call_specs=specs,
-                host_call_every_n=self._host_call_every_n())
+                host_call_every_n=self._host_call_every_n(), global_step=runtime.global_step)
 
         train_loop = build(False, None)
         train_loop.trace(iterator)

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import weakref
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import _tf_private
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import progress
@@ -39,6 +41,7 @@ class LoopResult:
     host_calls: list[list[np.ndarray]] = dataclasses.field(default_factory=list)
     # host_calls[k]: the flattened host_call tensors of the k-th step that outfed them
     # (every `every_n` steps of the loop), concatenated over replicas.
+    global_step: int | None = None  # After the loop's last step, when the loop returns it.
 
     @property
     def last_loss(self) -> float | None:
@@ -49,14 +52,17 @@ def make_multi_step_train_fn(
         strategy: tf.distribute.Strategy,
         train_step: Callable[[Any, Any], dict[str, Any]], *,
         host_call_specs: list[tf.TensorSpec] | None = None,
-        host_call_every_n: int = 1) -> "TrainLoop":
+        host_call_every_n: int = 1,
+        global_step: tf.Variable | None = None) -> "TrainLoop":
     """Compiles `train_step` into one function running up to `n` steps per call.
 
     The function stops early when the iterator is exhausted (legacy Estimator ended
     training cleanly at the end of input) and returns (steps_run, per-step losses, host_call
-    tensors), each loss the mean over replicas of the replica losses, i.e. the global-batch
-    loss. With `host_call_specs`, the step's host_call tensors are gathered from every
-    replica on the loop steps i with i % host_call_every_n == 0, as legacy's outfeed did.
+    tensors, global step), each loss the mean over replicas of the replica losses, i.e. the
+    global-batch loss. With `host_call_specs`, the step's host_call tensors are gathered from
+    every replica on the loop steps i with i % host_call_every_n == 0, as legacy's outfeed
+    did. With `global_step`, its value after the last step comes back with the losses, so
+    the host needs no separate read per loop.
     """
 
     # The model_fn is graph-building Python written for TF1: it must run as written, never
@@ -64,30 +70,44 @@ def make_multi_step_train_fn(
     replica_fn = tf.autograph.experimental.do_not_convert(train_step)
     specs = list(host_call_specs or [])
 
-    @tf.function
+    def run_one(i: tf.Tensor, outfed: tf.Tensor, losses: tf.TensorArray,
+                calls: list[tf.TensorArray], element: Any) -> tuple:
+        features, labels = inputs_lib.split_element(element)
+        out = strategy.run(replica_fn, args=(features, labels))
+        loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, out["loss"], axis=None)
+        if specs:
+            leaves = [_gather(strategy, leaf) for leaf in tf.nest.flatten(out["host_call"])]
+            calls, outfed = tf.cond(
+                i % host_call_every_n == 0,
+                lambda: ([ta.write(outfed, leaf) for ta, leaf in zip(calls, leaves)],
+                         outfed + 1),
+                lambda: (calls, outfed))
+        return tf.constant(True), i + 1, outfed, losses.write(i, loss), calls
+
+    # Written as an explicit while_loop, not AutoGraph: converting this function from source
+    # cost ~0.3 s of CPU in every fresh process (most of the MLP's time to first step).
+    @tf.function(autograph=False)
     def run_steps(iterator: Any, n: tf.Tensor) -> Any:
         losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[])
         calls = [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
                  for s in specs]
-        steps = tf.constant(0, tf.int32)
-        outfed = tf.constant(0, tf.int32)
-        for _ in tf.range(n):
+
+        def body(more: tf.Tensor, i: tf.Tensor, outfed: tf.Tensor, losses: tf.TensorArray,
+                 calls: list[tf.TensorArray]) -> tuple:
             optional = iterator.get_next_as_optional()
-            if not optional.has_value():
-                break
-            features, labels = inputs_lib.split_element(optional.get_value())
-            out = strategy.run(replica_fn, args=(features, labels))
-            loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, out["loss"], axis=None)
-            losses = losses.write(steps, loss)
-            if specs:
-                leaves = [_gather(strategy, leaf)
-                          for leaf in tf.nest.flatten(out["host_call"])]
-                if steps % host_call_every_n == 0:
-                    calls = [ta.write(outfed, leaf) for ta, leaf in zip(calls, leaves)]
-                    outfed += 1
-            steps += 1
+            return tf.cond(optional.has_value(),
+                           lambda: run_one(i, outfed, losses, calls, optional.get_value()),
+                           lambda: (tf.constant(False), i, outfed, losses, calls))
+
+        _, steps, outfed, losses, calls = tf.while_loop(
+            lambda more, i, *_: tf.logical_and(more, i < n), body,
+            (tf.constant(True), tf.constant(0, tf.int32), tf.constant(0, tf.int32), losses,
+             calls))
+        step = (global_step.read_value() if global_step is not None
+                else tf.constant(-1, tf.int64))
         return (steps, _stack(losses, steps, tf.TensorShape([])),
-                [_stack(ta, outfed, s.shape) for ta, s in zip(calls, specs)])
+                [_stack(ta, outfed, s.shape) for ta, s in zip(calls, specs)],
+                tf.cast(step, tf.int64))
 
     return TrainLoop(run_steps)
 
@@ -118,17 +138,54 @@ class TrainLoop:
     """The compiled train function, host side: trace once, then run chunks of n steps."""
 
     def __init__(self, run_steps: Any) -> None:
-        self._run_steps = run_steps
+        self._run_steps = _Dispatch(run_steps)
 
     def trace(self, iterator: Any) -> None:
         """Traces the step (creating its variables) without running it."""
-        self._run_steps.get_concrete_function(iterator, tf.TensorSpec([], tf.int32))
+        self._run_steps.concrete(iterator)
 
     def __call__(self, iterator: Any, n: int) -> LoopResult:
-        steps, losses, calls = self._run_steps(iterator, tf.constant(n, tf.int32))
+        steps, losses, calls, step = self._run_steps(iterator, n)
         arrays = [c.numpy() for c in calls]
         per_step = [[a[k] for a in arrays] for k in range(len(arrays[0]))] if arrays else []
-        return LoopResult(int(steps), losses.numpy(), per_step)
+        step = int(step)
+        return LoopResult(int(steps), losses.numpy(), per_step, step if step >= 0 else None)
+
+
+class _Dispatch:
+    """Calls a compiled `fn(iterator, n)` with as little Python per call as possible.
+
+    A `tf.function` call looks its trace up from the arguments' types and flattens them
+    (for a distributed iterator: hashing and walking its whole type spec), ~0.3 ms per call,
+    about an MLP step. One train/evaluate/predict call keeps one iterator, so the concrete
+    function and its flat inputs are found once per (iterator, n) and the flat signature is
+    called directly. The iterator is held weakly: its lifetime stays its owner's.
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+        self._iterator: Callable[[], Any] = lambda: None
+        self._concrete: Any = None
+        self._flat: dict[int, list[tf.Tensor]] = {}
+
+    def concrete(self, iterator: Any) -> Any:
+        """The concrete function for `iterator` (tracing it on first use)."""
+        if self._concrete is None or self._iterator() is not iterator:
+            self._concrete = self._fn.get_concrete_function(iterator, _COUNT_SPEC)
+            self._iterator = weakref.ref(iterator)
+            self._flat = {}
+        return self._concrete
+
+    def __call__(self, iterator: Any, n: int) -> Any:
+        concrete = self.concrete(iterator)
+        flat = self._flat.get(n)
+        if flat is None:
+            flat = self._flat[n] = _tf_private.flat_inputs(
+                concrete, (iterator, tf.constant(n, tf.int32)))
+        return _tf_private.call_flat(concrete, flat)
+
+
+_COUNT_SPEC = tf.TensorSpec([], tf.int32)
 
 
 class CheckpointPolicy(Protocol):
@@ -179,7 +236,7 @@ class TrainDriver:
             start = self.clock()
             result = self.run_steps(n)
             seconds = max(self.clock() - start, 1e-9)
-            step = self.read_step()
+            step = result.global_step if result.global_step is not None else self.read_step()
             self._report(step, result, seconds)
             if self.stop_on_nan_loss:
                 _raise_on_nan_loss(step, result.losses)
@@ -261,8 +318,9 @@ class InferenceLoop:
         self._padded = padded
         self._replica_fn = tf.autograph.experimental.do_not_convert(_with_row_count(step))
         self._structure: dict[str, Any] = {}
-        self._probe = tf.function(self._probe_fn)
-        self._run_steps = tf.function(self._run_steps_fn)
+        # No AutoGraph: the loop is an explicit while_loop (see make_multi_step_train_fn).
+        self._probe = tf.function(self._probe_fn, autograph=False)
+        self._run_steps = _Dispatch(tf.function(self._run_steps_fn, autograph=False))
 
     def trace(self, iterator: Any) -> dict[str, Any]:
         """Traces the step and the loop (creating variables); returns the output TensorSpecs.
@@ -274,7 +332,7 @@ class InferenceLoop:
             outputs = self._probe.get_concrete_function(iterator).structured_outputs
             self._structure.update(tf.nest.map_structure(
                 lambda t: tf.TensorSpec(t.shape, t.dtype), outputs))
-        self._run_steps.get_concrete_function(iterator, tf.TensorSpec([], tf.int32))
+        self._run_steps.concrete(iterator)
         return self._structure
 
     def leaf_slices(self) -> dict[str, slice]:
@@ -289,7 +347,7 @@ class InferenceLoop:
 
     def __call__(self, iterator: Any, n: int) -> InferenceResult:
         self.trace(iterator)
-        steps, losses, rows, mask, gathered, last = self._run_steps(iterator, tf.constant(n))
+        steps, losses, rows, mask, gathered, last = self._run_steps(iterator, n)
         return InferenceResult(int(steps), losses.numpy(), rows.numpy(), mask.numpy(),
                                [g.numpy() for g in gathered], [t.numpy() for t in last])
 
@@ -303,42 +361,60 @@ class InferenceLoop:
         gather_keys = [k for k in GATHERED_KEYS if k in structure]
         gather_specs = [s for k in gather_keys for s in tf.nest.flatten(structure[k])]
         last_specs = tf.nest.flatten(structure.get("metric_values", {}))
-        gathered = [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
-                    for s in gather_specs]
-        last = [tf.TensorArray(s.dtype, size=0, dynamic_size=True) for s in last_specs]
-        masks = tf.TensorArray(tf.bool, size=0, dynamic_size=True, infer_shape=False)
-        losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
-        rows = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
-        steps = tf.constant(0, tf.int32)
-        for _ in tf.range(n):
-            optional = iterator.get_next_as_optional()
-            if not optional.has_value():
-                break
-            features, labels, mask = _element_parts(optional.get_value(), self._padded)
-            if self._padded and _rows_of(strategy, mask) == 0:
-                break
+        with_loss = "loss" in structure
+        arrays = {
+            "gathered": [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
+                         for s in gather_specs],
+            "last": [tf.TensorArray(s.dtype, size=0, dynamic_size=True) for s in last_specs],
+            "masks": tf.TensorArray(tf.bool, size=0, dynamic_size=True, infer_shape=False),
+            "losses": tf.TensorArray(tf.float32, size=0, dynamic_size=True),
+            "rows": tf.TensorArray(tf.int32, size=0, dynamic_size=True),
+        }
+
+        def run_one(i: tf.Tensor, arrays: dict[str, Any], features: Any, labels: Any,
+                    mask: Any) -> tuple:
             out = strategy.run(self._replica_fn, args=(features, labels, mask))
             leaves = [_gather(strategy, leaf) for k in gather_keys
                       for leaf in tf.nest.flatten(out[k], expand_composites=False)]
-            gathered = [ta.write(steps, leaf) for ta, leaf in zip(gathered, leaves)]
             first = strategy.experimental_local_results(out)[0]
-            last = [ta.write(steps, leaf)
-                    for ta, leaf in zip(last, tf.nest.flatten(first.get("metric_values", {})))]
             step_mask = _gather(strategy, out["mask"])
-            masks = masks.write(steps, step_mask)
-            rows = rows.write(steps, tf.shape(step_mask)[0])
-            if "loss" in structure:
+            written = {
+                "gathered": [ta.write(i, leaf) for ta, leaf in zip(arrays["gathered"], leaves)],
+                "last": [ta.write(i, leaf) for ta, leaf in
+                         zip(arrays["last"], tf.nest.flatten(first.get("metric_values", {})))],
+                "masks": arrays["masks"].write(i, step_mask),
+                "rows": arrays["rows"].write(i, tf.shape(step_mask)[0]),
+                "losses": arrays["losses"],
+            }
+            if with_loss:
                 total = strategy.reduce(tf.distribute.ReduceOp.SUM, out["loss_sum"], axis=None)
                 count = strategy.reduce(tf.distribute.ReduceOp.SUM, out["rows"], axis=None)
-                losses = losses.write(steps, total / tf.maximum(count, 1.0))
-            steps += 1
-        losses_out = (_stack(losses, steps, tf.TensorShape([])) if "loss" in structure
+                written["losses"] = arrays["losses"].write(i, total / tf.maximum(count, 1.0))
+            return tf.constant(True), i + 1, written
+
+        def body(more: tf.Tensor, i: tf.Tensor, arrays: dict[str, Any]) -> tuple:
+            optional = iterator.get_next_as_optional()
+            stop = lambda: (tf.constant(False), i, arrays)  # noqa: E731
+
+            def has_value() -> tuple:
+                features, labels, mask = _element_parts(optional.get_value(), self._padded)
+                run = lambda: run_one(i, arrays, features, labels, mask)  # noqa: E731
+                if self._padded:  # An all-padding batch: every real row was seen.
+                    return tf.cond(_rows_of(strategy, mask) > 0, run, stop)
+                return run()
+
+            return tf.cond(optional.has_value(), has_value, stop)
+
+        _, steps, arrays = tf.while_loop(
+            lambda more, i, _: tf.logical_and(more, i < n), body,
+            (tf.constant(True), tf.constant(0, tf.int32), arrays))
+        losses_out = (_stack(arrays["losses"], steps, tf.TensorShape([])) if with_loss
                       else tf.zeros([0], tf.float32))
         return (steps, losses_out,
-                _stack(rows, steps, tf.TensorShape([])),
-                _concat(masks, steps, tf.TensorShape([None])),
-                [_concat(g, steps, s.shape) for g, s in zip(gathered, gather_specs)],
-                [_stack(t, steps, s.shape) for t, s in zip(last, last_specs)])
+                _stack(arrays["rows"], steps, tf.TensorShape([])),
+                _concat(arrays["masks"], steps, tf.TensorShape([None])),
+                [_concat(g, steps, s.shape) for g, s in zip(arrays["gathered"], gather_specs)],
+                [_stack(t, steps, s.shape) for t, s in zip(arrays["last"], last_specs)])
 
 
 def _gather(strategy: tf.distribute.Strategy, value: Any) -> tf.Tensor:

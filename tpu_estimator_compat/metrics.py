@@ -21,6 +21,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import _tf_private
+
 LOSS_KEY = "loss"
 GLOBAL_STEP_KEY = "global_step"
 
@@ -149,7 +151,10 @@ class HostMetrics:
                     "initializers on the host, not restored from a checkpoint.",
                     [v.name for v in global_variables])
             self._session.run(global_init)
-        self._run_update = self._session.make_callable(update_op, feed_list=placeholders)
+        # Not `make_callable(feed_list=...)`: that is a full Session.run per call (see
+        # _tf_private.make_fed_callable); this is one C++ call per batch.
+        self._run_update = _tf_private.make_fed_callable(self._session, placeholders,
+                                                         [update_op])
         self._run_values = self._session.make_callable(
                 {name: value_ops[name] for name in self.names})
         self._run_reset = self._session.make_callable(reset_op)
@@ -258,7 +263,7 @@ class HostMetrics:
                                 _path_str(path), array.shape, list(shape)))
             if array.ndim == 0 or array.shape[0]:
                 empty = False
-            arrays.append(array)
+            arrays.append(np.require(array, requirements="C"))
         if empty and arrays:
             return
         self._run_update(*arrays)

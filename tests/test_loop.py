@@ -1,0 +1,183 @@
+"""Tests for loop.py: the compiled multi-step train/inference loops and the train driver.
+
+Tiny step functions (one variable, a counter) on the default strategy and MirroredStrategy
+over 8 logical CPUs; no estimator, no model_fn.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tpu_estimator_compat import loop as loop_lib
+
+
+def _dataset(strategy: tf.distribute.Strategy, rows: int, batch: int = 8) -> tf.data.Dataset:
+    per_replica = batch // strategy.num_replicas_in_sync
+    data = tf.data.Dataset.range(rows).map(lambda x: (tf.cast(x, tf.float32), x))
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return data.shard(context.num_input_pipelines, context.input_pipeline_id).batch(
+            per_replica, drop_remainder=True)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _train_loop(strategy: tf.distribute.Strategy, *, host_call: bool = False,
+                every_n: int = 1) -> tuple[loop_lib.TrainLoop, tf.Variable, tf.Variable]:
+    with strategy.scope():
+        total = tf.Variable(0.0, aggregation=tf.VariableAggregation.SUM)
+        step = tf.Variable(0, dtype=tf.int64,
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    def train_step(features, labels):
+        update = total.assign_add(tf.reduce_sum(features))
+        with tf.control_dependencies([update]):
+            increment = step.assign_add(1)
+        with tf.control_dependencies([increment]):
+            out = {"loss": tf.reduce_mean(features)}
+            if host_call:
+                out["host_call"] = [tf.identity(labels)]
+        return out
+
+    specs = [tf.TensorSpec([None], tf.int64)] if host_call else None
+    loop = loop_lib.make_multi_step_train_fn(strategy, train_step, host_call_specs=specs,
+                                             host_call_every_n=every_n, global_step=step)
+    return loop, total, step
+
+
+def test_train_loop_runs_n_steps_and_returns_losses_and_global_step(strategy):
+    loop, total, _ = _train_loop(strategy)
+    with strategy.scope():
+        iterator = iter(_dataset(strategy, 64))
+        loop.trace(iterator)
+        first = loop(iterator, 3)
+        second = loop(iterator, 2)
+    assert first.steps_run == 3 and second.steps_run == 2
+    # Global-batch mean of rows 0..7, 8..15, ... (the mean over replicas of replica means).
+    np.testing.assert_allclose(first.losses, [3.5, 11.5, 19.5])
+    np.testing.assert_allclose(second.losses, [27.5, 35.5])
+    assert first.global_step == 3 and second.global_step == 5
+    assert float(total.numpy()) == sum(range(40))
+
+
+def test_train_loop_stops_cleanly_when_input_is_exhausted(strategy):
+    loop, _, step = _train_loop(strategy)
+    with strategy.scope():
+        iterator = iter(_dataset(strategy, 16))  # Two global batches of 8.
+        result = loop(iterator, 5)
+        after = loop(iterator, 5)
+    assert result.steps_run == 2 and len(result.losses) == 2
+    assert result.global_step == 2 == int(step.numpy())
+    assert after.steps_run == 0 and after.losses.shape == (0,) and after.last_loss is None
+
+
+def test_train_loop_outfeeds_host_call_every_n_steps(strategy):
+    loop, _, _ = _train_loop(strategy, host_call=True, every_n=2)
+    with strategy.scope():
+        iterator = iter(_dataset(strategy, 64))
+        result = loop(iterator, 5)
+    assert result.steps_run == 5
+    # Loop steps 0, 2 and 4, each with the labels of every replica, in input order.
+    assert len(result.host_calls) == 3
+    assert [sorted(values[0].tolist()) for values in result.host_calls] == [
+        list(range(0, 8)), list(range(16, 24)), list(range(32, 40))]
+
+
+def test_train_loop_is_traced_once_for_new_iterators_and_step_counts():
+    strategy = tf.distribute.get_strategy()
+    loop, _, _ = _train_loop(strategy)
+    for n in (3, 1, 3):
+        loop(iter(_dataset(strategy, 64)), n)
+    assert loop._run_steps._fn.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+
+
+def test_inference_loop_gathers_outputs_and_stops_at_end_of_input(strategy):
+    def step(features, labels):
+        return {"loss": tf.reduce_mean(features), "predictions": {"ids": labels}}
+
+    loop = loop_lib.InferenceLoop(strategy, step, padded=False)
+    with strategy.scope():
+        iterator = iter(_dataset(strategy, 24))  # Three global batches of 8.
+        first = loop(iterator, 2)
+        rest = loop(iterator, 5)
+    assert (first.steps_run, rest.steps_run) == (2, 1)
+    assert sorted(first.gathered[0].tolist()) == list(range(16))
+    assert first.rows.tolist() == [8, 8] and first.mask.all()
+    np.testing.assert_allclose(first.losses, [3.5, 11.5])
+    assert [len(leaves[0]) for leaves, _ in rest.per_step()] == [8]
+
+
+def test_padded_inference_loop_stops_at_the_first_all_padding_batch(strategy):
+    def step(features, labels):
+        return {"predictions": {"x": features}}
+
+    per_replica = 8 // strategy.num_replicas_in_sync
+    rows = tf.data.Dataset.range(20).map(lambda x: (tf.cast(x, tf.float32), True))
+    padding = tf.data.Dataset.from_tensors((-1.0, False)).repeat()
+    data = rows.concatenate(padding).map(
+        lambda x, m: {"features": x, "padding_mask": m}).batch(per_replica)
+    loop = loop_lib.InferenceLoop(strategy, step, padded=True)
+    with strategy.scope():
+        iterator = iter(strategy.distribute_datasets_from_function(lambda _: data))
+        result = loop(iterator, 10)
+    assert result.steps_run == 3  # 20 real rows: two full global batches and a partial one.
+    assert sorted(result.gathered[0][result.mask].tolist()) == list(range(20))
+
+
+@dataclasses.dataclass
+class _Policy:
+    saved: list[int] = dataclasses.field(default_factory=list)
+
+    def should_save(self, step: int) -> bool:
+        return False
+
+    def save(self, step: int) -> str:
+        self.saved.append(step)
+        return ""
+
+
+def _fake_run(results: list[loop_lib.LoopResult]):
+    calls = []
+
+    def run(n: int) -> loop_lib.LoopResult:
+        calls.append(n)
+        return results[len(calls) - 1]
+
+    return run, calls
+
+
+def test_driver_takes_the_global_step_from_the_loop_result():
+    reads = []
+    run, calls = _fake_run([
+        loop_lib.LoopResult(4, np.ones(4, np.float32), global_step=4),
+        loop_lib.LoopResult(4, np.ones(4, np.float32), global_step=8),
+        loop_lib.LoopResult(2, np.ones(2, np.float32), global_step=10)])
+    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: reads.append(1) or 0,
+                                  checkpoint=_Policy())
+    assert driver.run(target_step=10, iterations_per_loop=4) == 10
+    assert calls == [4, 4, 2]
+    assert len(reads) == 1  # Only the starting step is read from the host.
+
+
+def test_driver_reads_the_step_when_the_loop_does_not_return_it():
+    steps = iter([0, 3])
+    run, _ = _fake_run([loop_lib.LoopResult(3, np.ones(3, np.float32))])
+    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: next(steps),
+                                  checkpoint=_Policy())
+    assert driver.run(target_step=3, iterations_per_loop=5) == 3
+
+
+def test_driver_stops_at_end_of_input_and_raises_on_nan_loss():
+    run, calls = _fake_run([loop_lib.LoopResult(2, np.ones(2, np.float32), global_step=2)])
+    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: 0, checkpoint=_Policy())
+    assert driver.run(target_step=100, iterations_per_loop=5) == 2 and calls == [5]
+
+    run, _ = _fake_run([loop_lib.LoopResult(3, np.array([1.0, np.nan, 1.0], np.float32),
+                                            global_step=13)])
+    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: 10, checkpoint=_Policy(),
+                                  stop_on_nan_loss=True)
+    with pytest.raises(loop_lib.NanLossError, match="global step 12"):
+        driver.run(target_step=20, iterations_per_loop=3)
