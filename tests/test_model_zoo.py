@@ -32,14 +32,6 @@ IPL = 3
 TRAIN_BATCH, EVAL_BATCH, PREDICT_BATCH = 32, 32, 16
 NUM_EVAL, NUM_PREDICT = 100, 20  # Both leave a partial last batch.
 
-CACHING_DEVICE = (
-    "variables.py:VariableRegistry._create passes the `caching_device` that "
-    "dynamic_rnn/static_rnn put on their variable scope (`lambda op: op.device`) to the eager "
-    "creator under tf.init_scope; on the default strategy that raises 'RuntimeError: "
-    "tf.device does not support functions when eager execution is enabled' "
-    "(MirroredStrategy's creator drops caching_device itself). Fix: "
-    "kwargs.pop('caching_device', None) before next_creator (it only placed TF1 read "
-    "caches); verified to make LSTM and GRU train on the default strategy")
 NO_PADDING_ON_ONE_REPLICA = (
     "estimator.py:TPUEstimator._inference_session pads a partial last eval/predict batch only "
     "when num_replicas_in_sync > 1; legacy TPUEstimator with use_tpu=True always padded it "
@@ -52,14 +44,6 @@ EAGER_HOST_CALL = (
     "unhandled type 6 [Op:ImageSummary]' and tf.compat.v1.summary.merge 'RuntimeError: "
     "Merging tf.summary.* ops is not compatible with eager execution'. Fix: run fn under "
     "tf.function (both work there), traced once per call signature")
-SHARED_BETA_POWERS = (
-    "variables.py:VariableRegistry._v1_name uniquifies names only inside a replica's trace "
-    "(`used_names`); v1 Adam creates its non-slot `beta1_power`/`beta2_power` in merge_call "
-    "(cross-replica context) on MirroredStrategy, so a second AdamOptimizer gets the first "
-    "one's variables back instead of `beta1_power_1`: both optimizers advance one shared "
-    "beta power (0.5**7 after 3 steps instead of 0.5**4) and the checkpoint lacks "
-    "beta1_power_1/beta2_power_1. Fix: uniquify cross-replica requests against a per-trace "
-    "set too (reset when replica 0 enters replica_scope), as the default strategy already does")
 NON_BATCH_EVAL_TENSOR = (
     "loop.py:InferenceResult.per_step slices every gathered leaf by the step's batch rows "
     "and estimator.py:_unflatten_rows masks it with the per-example padding mask, so a "
@@ -69,11 +53,6 @@ NON_BATCH_EVAL_TENSOR = (
     "boolean axis is 32'. Fix: without padding (use_tpu=False or 1 replica) pass the "
     "tensors through; with padding refuse at trace time naming the tensor, its shape and "
     "that eval_metrics tensors must have the batch as axis 0")
-PARTITIONED = (
-    "variables.py: a get_variable(partitioner=...) table trains into "
-    "'AttributeError: Tensor.op is undefined when eager execution is enabled' from the v1 "
-    "optimizer's slot creation (slot_creator reads primary.op for sliced variables). Either "
-    "support it or refuse at creation naming `partitioner` and the fix (drop it)")
 
 
 # ----------------------------------------------------------------------------------------
@@ -166,10 +145,7 @@ SLOTS = {"adagrad": ["Adagrad"], "rmsprop": ["RMSProp", "RMSProp_1", "RMSProp_2"
          "ftrl": ["Ftrl", "Ftrl_1"]}
 
 XFAIL = {
-    ("lstm", "default"): CACHING_DEVICE,
-    ("gru_stack", "default"): CACHING_DEVICE,
     ("embedding", "default"): NO_PADDING_ON_ONE_REPLICA,
-    ("gan_two_optimizers", "mirrored8"): SHARED_BETA_POWERS,
 }
 # On 8 replicas each case costs 5-30 s on a busy 2-core machine (three loops of 8 traced
 # replicas). The default run keeps those whose 8-replica semantics differ from one replica:
@@ -422,16 +398,13 @@ def partitioned_model_fn(features, labels, mode, params):
                                 lambda step: v1.train.AdagradOptimizer(0.1))
 
 
-@pytest.mark.xfail(strict=True, reason=PARTITIONED)
-def test_partitioned_embedding_trains_or_is_refused_clearly(tmp_path):
+def test_partitioned_embedding_is_refused_naming_partitioner(tmp_path):
+    """A PartitionedVariable is graph-only; refused at creation, not deep in the optimizer."""
     case = Case(partitioned_model_fn, *_three(zoo.token_input_fn), expect_names=())
     est = make_estimator(case, make_strategy("default"), str(tmp_path))
-    try:
+    with pytest.raises(ValueError, match=r"`partitioner` is not supported .*get_variable"
+                                         r"\('table'\).*Remove the partitioner"):
         est.train(case.train_input, max_steps=2)
-    except Exception as e:  # noqa: BLE001 - either outcome is fine if the error is clear.
-        assert "partitioner" in str(e), e
-        return
-    assert checkpoint(est.latest_checkpoint())["table"].shape == (zoo.VOCAB, 4)
 
 
 @pytest.mark.xfail(strict=True, reason=NON_BATCH_EVAL_TENSOR)

@@ -76,6 +76,8 @@ class VariableRegistry:
         self._step_prefix = ""
         self._local_init: dict[str, Any] = {}
         self._trainable: set[str] = set()
+        self._cross_replica_used: set[str] = set()
+        self._replicas_inside = 0  # Replica threads inside a step's creator_scope now.
 
     # ----------------------------------------------------------------------------------
     # Public queries.
@@ -138,15 +140,21 @@ class VariableRegistry:
             context = tf.distribute.get_replica_context()
             if tf.get_static_value(context.replica_id_in_sync_group) == 0:
                 self._step_prefix = step_prefix
+                self._cross_replica_used = set()  # A new trace of the step begins.
         previous = (getattr(self._local, "strip_prefix", None),
                     getattr(self._local, "used_names", None))
         self._local.strip_prefix = strip_prefix
         self._local.used_names = set() if strip_prefix is not None else None
+        inside = int(strip_prefix is not None)
+        with self._lock:
+            self._replicas_inside += inside
         try:
             with tf.variable_creator_scope(self._creator):
                 yield
         finally:
             self._local.strip_prefix, self._local.used_names = previous
+            with self._lock:
+                self._replicas_inside -= inside
 
     def _v1_name(self, requested: str | None) -> str:
         # The current name scope of whatever builds the variable: the traced graph's, or
@@ -162,6 +170,12 @@ class VariableRegistry:
         if prefix and (full == prefix or full.startswith(prefix + "/")):
             full = full[len(prefix) + 1:]
         used = getattr(self._local, "used_names", None)
+        if used is None and self._replicas_inside:
+            # merge_call code of a step being traced, run on MirroredStrategy's main thread
+            # while the replica threads wait: a second AdamOptimizer's `beta1_power` must
+            # become `beta1_power_1` as in a TF1 graph, not share the first optimizer's.
+            # One set per step trace.
+            used = self._cross_replica_used
         if used is not None:
             # Uniquify within this replica's trace the way a TF1 graph did, so a second
             # `tf.Variable(name='v')` becomes `v_1`. Per replica, not per graph: all
@@ -204,6 +218,10 @@ class VariableRegistry:
                 kwargs: dict[str, Any]) -> tf.Variable:
         kwargs = dict(kwargs)
         kwargs["name"] = name
+        # `dynamic_rnn` and friends set `caching_device=lambda op: op.device` on their
+        # variable scope: a TF1 graph placement hint that eager creation refuses ("tf.device
+        # does not support functions"). The strategy places variables; drop the hint.
+        kwargs.pop("caching_device", None)
         initial_value = kwargs.get("initial_value")
         if isinstance(initial_value, tf.Tensor) and not _is_eager_tensor(initial_value):
             kwargs["initial_value"] = _input_free_value(name, initial_value)
@@ -354,10 +372,35 @@ class _PerReplicaStore:
         return self._by_thread.get(threading.get_ident(), self._first)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._store(), name)
+        attribute = getattr(self._store(), name)
+        if name == "get_variable":
+            return _refusing_partitioners(attribute)
+        return attribute
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._store(), name, value)  # `variable_scope` sets `current_scope`.
+
+
+def _refusing_partitioners(get_variable: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps `_VariableStore.get_variable` to refuse partitioned variables clearly.
+
+    A partitioner makes v1 build a `PartitionedVariable`, a graph-only object: with the
+    eager variables the shim creates it fails deep inside the optimizer ("Tensor.op is
+    undefined"), which names neither the variable nor the cause.
+    """
+
+    def checked(name: str, *args: Any, **kwargs: Any) -> Any:
+        partitioner = kwargs.get("partitioner")
+        if partitioner is not None:
+            raise VariableCreationError(
+                f"`partitioner` is not supported by tpu_estimator_compat: "
+                f"get_variable('{name}') received partitioner={partitioner!r} (from the "
+                "call or its variable_scope). Partitioned variables are a TF1-graph "
+                "construct that TF2 variables cannot represent. Remove the partitioner: "
+                "every replica holds the whole variable, as a TPU core did.")
+        return get_variable(name, *args, **kwargs)
+
+    return checked
 
 
 _STORES_LOCK = threading.Lock()
