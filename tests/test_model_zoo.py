@@ -32,12 +32,6 @@ IPL = 3
 TRAIN_BATCH, EVAL_BATCH, PREDICT_BATCH = 32, 32, 16
 NUM_EVAL, NUM_PREDICT = 100, 20  # Both leave a partial last batch.
 
-NO_PADDING_ON_ONE_REPLICA = (
-    "estimator.py:TPUEstimator._inference_session pads a partial last eval/predict batch only "
-    "when num_replicas_in_sync > 1; legacy TPUEstimator with use_tpu=True always padded it "
-    "to the full batch, so model_fns may reshape by params['batch_size']. On the 1-replica "
-    "fallback: 'Input to reshape is a tensor with 5376 values, but the requested shape has "
-    "8192'. Fix: padded = on_tpu or num_replicas_in_sync > 1")
 EAGER_HOST_CALL = (
     "summaries.py:HostCallRunner.run calls the host_call fn eagerly; legacy built it into a "
     "graph. tf.compat.v1.summary.image raises 'UnimplementedError: Attr bad_color has "
@@ -145,7 +139,6 @@ SLOTS = {"adagrad": ["Adagrad"], "rmsprop": ["RMSProp", "RMSProp_1", "RMSProp_2"
          "ftrl": ["Ftrl", "Ftrl_1"]}
 
 XFAIL = {
-    ("embedding", "default"): NO_PADDING_ON_ONE_REPLICA,
 }
 # On 8 replicas each case costs 5-30 s on a busy 2-core machine (three loops of 8 traced
 # replicas). The default run keeps those whose 8-replica semantics differ from one replica:

@@ -553,7 +553,10 @@ class TPUEstimator:
         inputs_lib.check_input_fn_signature(input_fn)
         runtime = self._runtime(mode)
         plan = self._plan(mode, runtime.strategy)
-        padded = runtime.strategy.num_replicas_in_sync > 1
+        # Legacy on TPU padded a partial last batch to the full batch (model_fns may reshape
+        # by params['batch_size']); legacy on CPU did not. On N replicas every replica needs
+        # its static share, so padding is needed there whatever use_tpu says.
+        padded = on_tpu or runtime.strategy.num_replicas_in_sync > 1
         key = (mode, plan, padded, on_tpu)
         with runtime.scope():
             dataset = inputs_lib.distribute(
