@@ -7,7 +7,9 @@
 # 1. builds .venv-legacy (TF 2.15.1 + tensorflow-estimator 2.15.0) if needed;
 # 2. records each recipe on the real legacy TPUEstimator (tests/legacy_recorder/record.py);
 # 3. trains each recipe on the shim and evaluates that checkpoint on the legacy stack, storing
-#    the result as tests/goldens/<name>/shim_to_legacy.json.
+#    the result as tests/goldens/<name>/shim_to_legacy.json;
+# 4. with no names given, records legacy's training-summary schedules
+#    (tests/legacy_recorder/summary_schedules.py -> tests/goldens/summary_schedules/).
 # The default test run reads the goldens and never needs the legacy venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +20,12 @@ export TF_CPP_MIN_LOG_LEVEL=2
 .venv-legacy/bin/python tests/legacy_recorder/record.py --models="$models"
 for dir in tests/goldens/*/; do
   name="$(basename "$dir")"
+  [ -f "$dir/recipe.json" ] || continue  # summary_schedules/ is not a recipe
   if [ -n "$models" ] && [[ ",$models," != *",$name,"* ]]; then continue; fi
   .venv/bin/python -m tpu_estimator_compat.parity shim-to-legacy --golden_dir="$dir" \
     --legacy_python=.venv-legacy/bin/python --write
 done
+if [ -z "$models" ]; then
+  .venv-legacy/bin/python tests/legacy_recorder/summary_schedules.py
+fi
 du -sh tests/goldens

@@ -54,14 +54,6 @@ EIGHT_DIFFERS = {
 KNOWN_LISTING_GAPS = ("graph.pbtxt", ".meta")
 # Files only the shim writes: its model_dir lock against two concurrent writers.
 KNOWN_SHIM_ONLY_FILES = (".tpu_estimator_compat.lock",)
-# Summaries legacy wrote that the shim does not (yet) within a recipe's 30 steps: legacy
-# TPUEstimator wrote the step rate every iterations_per_loop steps (steps 11, 21 at ipl=10);
-# the shim writes it every RunConfig.log_step_count_steps (default 100).
-KNOWN_TAG_GAPS = {".": ("global_step/sec", "examples/sec")}
-# Legacy's own loss summary is uniquified by the TF1 graph to `loss_1` when an op or scope
-# named `loss` exists (resnet's host_call summary, BERT's `loss` variable scope); the shim
-# always writes `loss`.
-KNOWN_TAG_RENAMES = {"loss_1": "loss"}
 # Batch-norm moving statistics: in a tf.function Keras updates them inside FusedBatchNormV3
 # (`exponential_avg_factor`, since `executing_eagerly_outside_functions()` is true), in a TF1
 # graph with `moving -= (moving - batch) * (1 - momentum)`; both are correct and round
@@ -316,20 +308,14 @@ def test_model_dir_listing_equals_legacy_but_known_gaps(case):
     assert not unexplained, f"files the shim does not write: {unexplained}"
 
 
-def test_event_tags_equal_legacy(case):
-    """Same summary tags in the same directories (the steps they are written at are printed
-    in the report; train-loop summaries land on loop boundaries on the shim)."""
+def test_event_tags_and_steps_equal_legacy(case):
+    """Every summary tag in every directory, at the steps legacy wrote it: host_call's
+    summaries at the step each step started from, `loss` (or `loss_1` where model_fn or the
+    host_call took that name) and the step rate on legacy's hook schedules."""
     _, golden, replays = case
-    expected = {d: sorted({KNOWN_TAG_RENAMES.get(t, t) for t in tags
-                           if t not in KNOWN_TAG_GAPS.get(d, ())})
-                for d, tags in parity.tag_names(golden.data["event_tags"]).items()}
-    assert parity.tag_names(replays[1].data["event_tags"]) == expected, (
-        "if the shim now writes a tag listed in KNOWN_TAG_GAPS, remove it from there")
+    assert replays[1].data["event_tags"] == golden.data["event_tags"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Known shim gap: host_call tensors are read after the train op, so a host_call that "
-    "logs the global step sees 1..N where legacy saw 0..N-1. See migration_guide/parity.md."))
 def test_host_call_summary_steps_equal_legacy(case):
     _, golden, replays = case
     legacy, shim = golden.data["event_tags"].get(".", {}), replays[1].data["event_tags"].get(".", {})

@@ -162,6 +162,15 @@ def new_variable_scope_store():
     """A fresh v1 variable-scope store: root scope, no scope-name counts (thread-local)."""
     return _variable_scope._VariableScopeStore()  # pylint: disable=protected-access
 
+# Inside a train step, reads of the global step return the step's starting value
+# (`global_step_reads`), except reads model_fn explicitly orders after other ops with
+# `tf.control_dependencies`: a TF1 graph ran those after their dependencies (an EMA with
+# `num_updates=global_step` applied after train_op saw the incremented step). Whether a
+# control_dependencies block is active is only known to the graph's private stack.
+def active_control_inputs(graph) -> frozenset:
+    """The ops the active `tf.control_dependencies` blocks of `graph` add to new ops."""
+    return frozenset(graph._current_control_dependencies())  # pylint: disable=protected-access
+
 # `HostMetrics` feeds numpy batches to a v1 `Session` once per eval step. The public
 # `Session.make_callable(fetches, feed_list=...)` silently falls back to a full
 # `Session.run(fetches, feed_dict)` whenever `feed_list` is given (a TODO in session.py), with

@@ -296,16 +296,8 @@ class TPUEstimator:
         if target is not None:
             target = hook_runner.limit_target(target)
         chief = cluster_lib.is_chief(runtime.strategy)
-        listeners = [_HookListener(hook_runner), policy, signals, _TrainReporting(
-            summaries_lib.TrainSummaries(
-                self._model_dir if chief else None,
-                save_summary_steps=self._config.save_summary_steps,
-                log_step_count_steps=self._config.log_step_count_steps,
-                examples_per_step=plan.global_batch_size),
-            summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
-                                         self._model_dir)
-            if record.host_call is not None and chief else None,
-            runtime.global_step, self._host_call_every_n())]
+        listeners = [_HookListener(hook_runner), policy, signals,
+                     self._train_reporting(record, plan, chief)]
 
         def run_steps(n: int) -> loop_lib.LoopResult:
             with runtime.scope():
@@ -359,7 +351,33 @@ class TPUEstimator:
         return _SavePolicy(manager, cluster_lib.agreed_cadence(cadence, runtime.strategy),
                            listeners if cluster_lib.is_chief(runtime.strategy) else [])
 
+    def _train_reporting(self, record: replica_step.TraceRecord, plan: inputs_lib.BatchPlan,
+                         chief: bool) -> "_TrainReporting":
+        """host_call and legacy's training summaries; only the chief writes them."""
+        host_call = (summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
+                                                  self._model_dir)
+                     if record.host_call is not None and chief else None)
+        taken = int(record.loss_name_taken)
+        if host_call is not None and self._config.save_summary_steps:
+            taken += host_call.root_name_taken(summaries_lib.LOSS_TAG)
+        rules = summaries_lib.TrainSummaryRules.legacy(
+            use_tpu=self._use_tpu, save_summary_steps=self._config.save_summary_steps,
+            log_step_count_steps=self._config.log_step_count_steps,
+            iterations_per_loop=self._iterations_per_loop(),
+            examples_per_step=plan.global_batch_size,
+            loss_tags=summaries_lib.legacy_loss_tags(taken=taken, use_tpu=self._use_tpu))
+        return _TrainReporting(
+            summaries_lib.TrainSummaries(self._model_dir if chief else None, rules),
+            host_call, self._host_call_every_n())
+
     def _host_call_every_n(self) -> int:
+        """Steps between host_call outfeeds within a loop.
+
+        Legacy's TPU outfeed honoured `experimental_host_call_every_n_steps`; its CPU path
+        (use_tpu=False, `_OutfeedHostCallHook`) ran the host_call with every step.
+        """
+        if not self._use_tpu:
+            return 1
         return self._config.tpu_config.experimental_host_call_every_n_steps or 1
 
     def _train_loop(self, runtime: _Runtime, plan: inputs_lib.BatchPlan,
@@ -679,22 +697,21 @@ class _HookListener:
 class _TrainReporting:
     """Per-loop host work during train: legacy summaries and host_call.
 
-    host_call runs once per outfed step, at the global step that step reached.
+    host_call runs once per outfed step, at the global step that step started from (the
+    value its own global-step tensors carry, as in legacy).
     """
 
     def __init__(self, summaries: summaries_lib.TrainSummaries,
-                 host_call: summaries_lib.HostCallRunner | None, global_step: tf.Variable,
-                 every_n: int) -> None:
+                 host_call: summaries_lib.HostCallRunner | None, every_n: int) -> None:
         self._summaries = summaries
         self._host_call = host_call
-        self._global_step = global_step
         self._every_n = every_n
 
     def after_loop(self, step: int, result: loop_lib.LoopResult, seconds: float) -> None:
         if self._host_call is not None:
-            first = step - result.steps_run + 1
+            start = step - result.steps_run
             for k, values in enumerate(result.host_calls):
-                self._host_call.run(values, first + k * self._every_n)
+                self._host_call.run(values, start + k * self._every_n)
         self._summaries.after_loop(step, result.losses, time.monotonic(), seconds)
 
     def close(self) -> None:

@@ -3,13 +3,15 @@
 Synopsis::
 
     run_n = make_multi_step_train_fn(strategy, train_step)
-    driver = TrainDriver(run_steps=lambda n: run_n(iterator, tf.constant(n)),
+    driver = TrainDriver(run_steps=lambda n: run_n(iterator, n),
                          read_step=lambda: int(global_step.numpy()), ...)
     driver.run(target_step=100, iterations_per_loop=10)
 
 Two layers, as in Orbit. `make_multi_step_train_fn` compiles ONE `tf.function` holding a
-`tf.range` loop around `strategy.run`; the step count is a tensor, so chunks of different
-lengths never retrace, and no Python runs per step. `TrainDriver` is the outer loop:
+`tf.while_loop` around `strategy.run`; the step count is a tensor, so chunks of different
+lengths never retrace, no Python runs per step, and the host calls the traced function
+through its flat signature (`_Dispatch`), so a loop costs about one C++ function call.
+`TrainDriver` is the outer loop:
 `while step < target: n = min(target - step, per_loop); run n; maybe checkpoint; report`.
 The driver gets a step-runner, a global-step reader, a checkpoint policy and listeners; it
 never sees a model, a dataset or a strategy.

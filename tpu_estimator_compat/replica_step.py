@@ -19,6 +19,7 @@ from typing import Any, Callable
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import global_step_reads
 from tpu_estimator_compat import keras_env
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import variables as variables_lib
@@ -103,12 +104,18 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
 
     The returned tensors run after the spec's `train_op`, so reading them means the update
     ran. The trace records `host_call` and `scaffold_fn` in `record`; with `emit_host_call`
-    the host_call tensors are returned too, for the host to gather.
+    the host_call tensors are returned too, for the host to gather. Within model_fn every
+    read of the global step sees the step's starting value (`global_step_reads`), so
+    host_call tensors carry the step legacy logged (0 for the first step).
     """
 
     def train_step(features: Any, labels: Any) -> dict[str, Any]:
         with variables_lib.replica_scope(registry, global_step):
-            spec = caller(features, labels, ModeKeys.TRAIN, batch_size)
+            # Global-step reads (host_call's `tf.reshape(get_global_step(), [1])`) see the
+            # step's starting value, as in legacy's graph, wherever model_fn wrote them.
+            with global_step_reads.step_start_reads(global_step):
+                spec = caller(features, labels, ModeKeys.TRAIN, batch_size)
+            record.loss_name_taken |= _root_name_taken(LOSS_SUMMARY_NAME)
             if spec.loss is None:
                 raise ValueError(
                     "model_fn returned a spec without `loss` in TRAIN mode. Return "
@@ -127,6 +134,19 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
             return outputs
 
     return train_step
+
+
+LOSS_SUMMARY_NAME = "loss"
+
+
+def _root_name_taken(name: str) -> bool:
+    """Whether model_fn used `name` as an op or scope name at the root of its graph.
+
+    Legacy's own loss summary was built by name in that graph afterwards and became
+    `loss_1` when model_fn (e.g. `tf.variable_scope('loss')`) had taken `loss`.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    return graph.unique_name(name, mark_as_used=False) != name
 
 
 def _warn_dropped_summaries() -> None:
@@ -154,6 +174,7 @@ class TraceRecord:
     prediction_keys: tuple[str, ...] = ()
     predictions_are_dict: bool = True
     host_call: Any = None  # (fn, tensors) of the first replica's spec.
+    loss_name_taken: bool = False  # model_fn used the root name `loss` (TRAIN traces).
     scaffold_fn: Callable[[], Any] | None = None
     hooks: tuple[Any, ...] = ()
 

@@ -1,4 +1,4 @@
-"""TensorBoard events in the legacy format: eval results now, host_call summaries next.
+"""TensorBoard events as legacy wrote them: eval results, host_call, training summaries.
 
 Legacy Estimator wrote `Summary.Value(simple_value=...)` protos through a v1 FileWriter; TF2
 writers write tensor summaries instead. TensorBoard reads both, but tools and tests written
@@ -8,12 +8,16 @@ through `tf.summary.experimental.write_raw_pb`. It knows nothing of models, stra
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any, Mapping
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 _Summary = tf.compat.v1.Summary
+LOSS_TAG = "loss"
 
 
 def _scalar_value(tag: str, value: Any) -> Any | None:
@@ -73,7 +77,7 @@ class HostCallRunner:
     writer for the same logdir while `fn` runs (patched only inside `run`, on the host
     thread), and `close()` flushes them at the end of `train()`. A `fn` that returns v1
     summary protos (`tf.compat.v1.summary.*`) has them written to `default_logdir` at the
-    step being run.
+    global step passed to `run` (in TRAIN, the step the outfed step started from).
     """
 
     def __init__(self, fn: Any, structure: Any, default_logdir: str) -> None:
@@ -87,17 +91,41 @@ class HostCallRunner:
         values = tf.nest.pack_sequence_as(
             self._structure, [tf.convert_to_tensor(v) for v in flat_values])
         with self._cached_writers():
-            if isinstance(values, dict):
-                result = self._fn(**values)
-            else:
-                result = self._fn(*values)
+            result = self._call(values)
         self._write_v1_protos(result, global_step)
+
+    def root_name_taken(self, name: str) -> bool:
+        """Whether building `fn` in a TF1 graph, as legacy did, takes the root name `name`.
+
+        Legacy built `fn` once, in graph mode, into the graph its own loss summary went
+        into afterwards, so a `tf.compat.v2.summary.scalar('loss', ...)` there renamed that
+        summary to `loss_1` (see `legacy_loss_tags`). Running `fn` eagerly leaves no names
+        behind, so it is built once more here, in a scratch graph fed by placeholders; no
+        summary writer is initialised, so nothing is written. A `fn` that cannot be built
+        in graph mode counts as not taking it.
+        """
+        graph = tf.Graph()
+        leaves = tf.nest.flatten(self._structure)
+        try:
+            with graph.as_default():
+                placeholders = [
+                    tf.compat.v1.placeholder(leaf.dtype, [None] + leaf.shape[1:].as_list())
+                    for leaf in leaves]
+                self._call(tf.nest.pack_sequence_as(self._structure, placeholders))
+        except Exception as e:  # pylint: disable=broad-except
+            logging.info("host_call fn could not be built in a TF1 graph (%s); assuming it "
+                         "does not use the name %r.", e, name)
+            return False
+        return graph.unique_name(name, mark_as_used=False) != name
 
     def close(self) -> None:
         for writer in self._writers.values():
             writer.flush()
             writer.close()
         self._writers.clear()
+
+    def _call(self, values: Any) -> Any:
+        return self._fn(**values) if isinstance(values, dict) else self._fn(*values)
 
     def _write_v1_protos(self, result: Any, global_step: int) -> None:
         protos = [t for t in tf.nest.flatten(result)
@@ -133,60 +161,170 @@ class HostCallRunner:
 _ORIGINAL_CREATE_FILE_WRITER = tf.summary.create_file_writer
 
 
-class TrainSummaries:
-    """The summaries legacy training wrote to model_dir: `loss`, `global_step/sec`, `examples/sec`.
+@dataclasses.dataclass(frozen=True)
+class TrainSummaryRules:
+    """When and under which tags legacy TPUEstimator's training summaries were written.
 
-    Legacy's SummarySaverHook wrote `loss` after the first step and then every
-    `save_summary_steps`; its StepCounterHook took the first step as its baseline and wrote
-    `global_step/sec` (and TPUEstimator `examples/sec`) every `log_step_count_steps`. The
-    host sees every step's loss after each loop, so the summaries land at exactly those
-    steps; step times inside a loop are interpolated from the loop's duration.
-    `model_dir=None` writes nothing: the workers of a multi-worker job other than the chief,
-    which legacy gave no summary hooks either.
+    Two legacy hooks wrote them, each deciding once per `session.run`: a run was one step on
+    the CPU (`use_tpu=False`) and one loop of `iterations_per_loop` steps on a TPU.
+
+    * Estimator's `SummarySaverHook(save_steps=save_summary_steps)` wrote the loss on the
+      first run, then on the first run whose "next step" (the previous run's global step
+      plus one; after a run it did not write, the run's *starting* step plus two) was at
+      least `save_summary_steps` past the last write. On the CPU: steps 1, 101, 201, ...
+    * TPUEstimator's `ExamplesPerSecondHook` (a `StepCounterHook`) wrote `global_step/sec`
+      and `examples/sec` every `ceil(log_step_count_steps / iterations_per_loop)` global
+      steps, taking its first run as the baseline (tpu_estimator.py: "we actually want to
+      roughly log every N / iterations_per_loop steps"). On a TPU it also knew a run
+      advanced `iterations_per_loop` steps. Without `save_summary_steps` it only logged.
+
+    Args:
+      save_summary_steps: 0 or None: no loss summary and no step-rate summaries.
+      step_rate_every: global steps between step-rate summaries; None: none.
+      steps_per_run: global steps one legacy `session.run` advanced.
+      examples_per_step: the global batch size, for `examples/sec`.
+      loss_tags: the tags of legacy's own loss summary (see `legacy_loss_tags`).
     """
 
-    def __init__(self, model_dir: str | None, *, save_summary_steps: int | None,
-                 log_step_count_steps: int | None, examples_per_step: int | None) -> None:
-        self._writer = (cached_writer(model_dir) if model_dir is not None
-                        else None)
-        self._save_every = save_summary_steps or 0
-        self._log_every = log_step_count_steps or 0
-        self._examples = examples_per_step
-        self._last_summary: int | None = None
-        self._last_rate: tuple[int, float] | None = None
+    save_summary_steps: int
+    step_rate_every: int | None
+    steps_per_run: int
+    examples_per_step: int | None
+    loss_tags: tuple[str, ...] = (LOSS_TAG,)
+
+    @classmethod
+    def legacy(cls, *, use_tpu: bool, save_summary_steps: int | None,
+               log_step_count_steps: int | None, iterations_per_loop: int,
+               examples_per_step: int | None,
+               loss_tags: tuple[str, ...] = (LOSS_TAG,)) -> "TrainSummaryRules":
+        """The rules legacy derived from its RunConfig (tpu_estimator.py, `__init__`)."""
+        every = (None if log_step_count_steps is None
+                 else math.ceil(log_step_count_steps / iterations_per_loop))
+        return cls(save_summary_steps=save_summary_steps or 0, step_rate_every=every,
+                   steps_per_run=iterations_per_loop if use_tpu else 1,
+                   examples_per_step=examples_per_step, loss_tags=loss_tags)
+
+
+def legacy_loss_tags(*, taken: int, use_tpu: bool) -> tuple[str, ...]:
+    """The tags legacy's own loss summary got, given how often the name `loss` was taken.
+
+    Legacy built its loss summary with `tf.compat.v1.summary.scalar('loss', loss)` in the
+    model's TF1 graph after model_fn and host_call's fn had been built there (on the CPU the
+    host_call fn ran in that graph; on a TPU in its host part). The summary's tag is its
+    uniquified name scope: `loss_1` when model_fn (`tf.variable_scope('loss')`) or the
+    host_call (`tf.compat.v2.summary.scalar('loss', ...)`) had taken `loss`, `loss_2` when
+    both had. Estimator added its own `loss` summary unless one named exactly `loss` existed
+    (estimator.py, `_train_with_estimator_spec`): on the CPU that is the only one; on a TPU
+    TPUEstimator's comes first (tpu_estimator.py, `_augment_model_fn`), so a renamed one was
+    followed by Estimator's, one suffix further.
+    """
+    first = LOSS_TAG if not taken else f"{LOSS_TAG}_{taken}"
+    if use_tpu and taken:
+        return first, f"{LOSS_TAG}_{taken + 1}"
+    return (first,)
+
+
+class _StepTimer:
+    """The step rule of legacy's `SecondOrStepTimer(every_steps=n)`, with the clock passed in."""
+
+    def __init__(self, every: int) -> None:
+        self._every = every
+        self._last: tuple[int, float] | None = None
+
+    def should_trigger(self, step: int) -> bool:
+        if self._last is None:
+            return True
+        if self._last[0] == step:
+            return False
+        return step >= self._last[0] + self._every
+
+    def update(self, step: int, now: float) -> tuple[int, float] | None:
+        """Marks `step` triggered; returns (steps, seconds) since the last trigger, if any."""
+        previous, self._last = self._last, (step, now)
+        if previous is None:
+            return None
+        return step - previous[0], now - previous[1]
+
+
+class TrainSummaries:
+    """The summaries legacy training wrote to model_dir, at the steps legacy wrote them.
+
+    The host learns every step's loss after each loop, so the legacy hooks' decisions are
+    replayed per legacy `session.run` (see `TrainSummaryRules`): per step for
+    `use_tpu=False`, per loop on TPU; step times inside a loop are interpolated from the
+    loop's duration. `model_dir=None` writes nothing: the workers of a multi-worker job
+    other than the chief, which legacy gave no summary hooks either.
+    """
+
+    def __init__(self, model_dir: str | None, rules: TrainSummaryRules) -> None:
+        self._writer = cached_writer(model_dir) if model_dir is not None else None
+        self._rules = rules
+        self._loss_timer = _StepTimer(rules.save_summary_steps)
+        self._next_step: int | None = None
+        self._rate_timer = (_StepTimer(rules.step_rate_every)
+                            if rules.step_rate_every is not None and rules.save_summary_steps
+                            else None)
 
     def after_loop(self, step: int, losses: Any, end_time: float, seconds: float) -> None:
         """Writes the summaries due at the steps of the loop that ended at `step`."""
-        if self._writer is None:
+        if self._writer is None or not len(losses):
             return
-        count = len(losses)
-        first = step - count + 1
-        by_step: dict[int, list[Any]] = {}
-        for i in range(count):
-            current = first + i
-            if self._save_every and (self._last_summary is None or
-                                     current >= self._last_summary + self._save_every):
-                by_step.setdefault(current, []).append(
-                    _Summary.Value(tag="loss", simple_value=float(losses[i])))
-                self._last_summary = current
-            if self._log_every:
-                when = end_time - seconds + seconds * (i + 1) / count
-                if self._last_rate is None:
-                    self._last_rate = (current, when)
-                elif current >= self._last_rate[0] + self._log_every:
-                    rate = (current - self._last_rate[0]) / max(when - self._last_rate[1], 1e-9)
-                    values = by_step.setdefault(current, [])
-                    values.append(_Summary.Value(tag="global_step/sec", simple_value=rate))
-                    if self._examples:
-                        values.append(_Summary.Value(tag="examples/sec",
-                                                     simple_value=rate * self._examples))
-                    self._last_rate = (current, when)
-        if by_step:
-            with self._writer.as_default():
-                for current, values in sorted(by_step.items()):
-                    tf.summary.experimental.write_raw_pb(
-                        _Summary(value=values).SerializeToString(), step=current)
+        events: list[tuple[int, list[Any]]] = []  # One event per legacy add_summary call.
+        for start, end, loss, when in self._runs(step, losses, end_time, seconds):
+            events += self._loss_after_run(start, end, loss)
+            events += self._rate_after_run(start, end, when)
+        with self._writer.as_default():
+            for at, values in events:
+                tf.summary.experimental.write_raw_pb(
+                    _Summary(value=values).SerializeToString(), step=at)
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.flush()
+
+    def _runs(self, step: int, losses: Any, end_time: float,
+              seconds: float) -> list[tuple[int, int, float, float]]:
+        """[(starting step, final step, loss, end time)] of the legacy runs in this loop.
+
+        A legacy TPU run reported the loss of its loop's last step.
+        """
+        count = len(losses)
+        if self._rules.steps_per_run != 1:
+            return [(step - count, step, float(losses[-1]), end_time)]
+        return [(step - count + i, step - count + i + 1, float(losses[i]),
+                 end_time - seconds + seconds * (i + 1) / count) for i in range(count)]
+
+    def _loss_after_run(self, start: int, end: int,
+                        loss: float) -> list[tuple[int, list[Any]]]:
+        """SummarySaverHook.before_run/after_run (basic_session_run_hooks.py)."""
+        if not self._rules.save_summary_steps:
+            return []
+        first = self._next_step is None
+        request = first or self._loss_timer.should_trigger(self._next_step)
+        # The hook re-read the global step only when it wrote; otherwise it assumed one step.
+        at = end if first or request else start + 1
+        events = []
+        if request:
+            self._loss_timer.update(at, 0.0)
+            events = [(at, [_Summary.Value(tag=tag, simple_value=loss)
+                            for tag in self._rules.loss_tags])]
+        self._next_step = at + 1
+        return events
+
+    def _rate_after_run(self, start: int, end: int,
+                        when: float) -> list[tuple[int, list[Any]]]:
+        """StepCounterHook.after_run with ExamplesPerSecondHook's two summaries."""
+        timer = self._rate_timer
+        if timer is None or not timer.should_trigger(start + self._rules.steps_per_run):
+            return []
+        if not timer.should_trigger(end):
+            return []
+        elapsed = timer.update(end, when)
+        if elapsed is None:
+            return []
+        rate = elapsed[0] / max(elapsed[1], 1e-9)
+        events = [(end, [_Summary.Value(tag="global_step/sec", simple_value=rate)])]
+        if self._rules.examples_per_step:
+            events.append((end, [_Summary.Value(
+                tag="examples/sec", simple_value=rate * self._rules.examples_per_step)]))
+        return events
