@@ -6,6 +6,8 @@ over 8 logical CPUs; no estimator, no model_fn.
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -92,6 +94,20 @@ def test_train_loop_is_traced_once_for_new_iterators_and_step_counts():
     for n in (3, 1, 3):
         loop(iter(_dataset(strategy, 64)), n)
     assert loop._run_steps._fn.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+
+
+def test_loop_does_not_keep_the_iterator_alive_after_its_caller_drops_it(strategy):
+    loop, _, _ = _train_loop(strategy)
+    with strategy.scope():
+        iterator = iter(_dataset(strategy, 64))
+        loop(iterator, 2)
+    dispatch = loop._run_steps  # pylint: disable=protected-access
+    assert dispatch._flat  # pylint: disable=protected-access
+    dropped = weakref.ref(iterator)
+    del iterator
+    gc.collect()
+    # Its flat tensors hold its resources (buffers, prefetch threads): released with it.
+    assert dropped() is None and not dispatch._flat  # pylint: disable=protected-access
 
 
 def test_inference_loop_gathers_outputs_and_stops_at_end_of_input(strategy):
