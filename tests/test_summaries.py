@@ -118,6 +118,13 @@ def test_global_step_reads_in_model_fn_see_the_step_start_value(tmp_path, strate
     assert seen == [[s, s, s + 1, s + 1] for s in range(6)]
 
 
+def assert_schedule(found, expected):
+    """The steps `loss` and both rate summaries were written at, as legacy's hooks did."""
+    assert steps_of(found, "loss") == expected["loss"]
+    assert steps_of(found, "global_step/sec") == expected["rate"]
+    assert steps_of(found, "examples/sec") == expected["rate"]
+
+
 @pytest.mark.parametrize("use_tpu, steps, ipl, save, log, expected", [
     # use_tpu=False: legacy decided per step. StepCounterHook every ceil(100 / 21) = 5 steps
     # after its baseline at step 1; SummarySaverHook on the first step, then every 100.
@@ -129,9 +136,7 @@ def test_train_summaries_acceptance_cases(tmp_path, strategy, use_tpu, steps, ip
                                           expected):
     found = train(tmp_path, strategy, models.linear_model_fn, steps=steps, ipl=ipl,
                   use_tpu=use_tpu, save_summary_steps=save, log_step_count_steps=log)
-    assert steps_of(found, "loss") == expected["loss"]
-    assert steps_of(found, "global_step/sec") == expected["rate"]
-    assert steps_of(found, "examples/sec") == expected["rate"]
+    assert_schedule(found, expected)
     rates = {s: v for s, tag, v in found if tag == "global_step/sec"}
     examples = {s: v for s, tag, v in found if tag == "examples/sec"}
     assert all(np.isfinite(v) and v > 0 for v in rates.values())
@@ -152,9 +157,7 @@ def test_train_summary_rules_follow_legacy_hooks(tmp_path, use_tpu, steps, ipl, 
                                                  expected):
     found = train(tmp_path, None, models.linear_model_fn, steps=steps, ipl=ipl,
                   use_tpu=use_tpu, save_summary_steps=save, log_step_count_steps=log)
-    assert steps_of(found, "loss") == expected["loss"]
-    assert steps_of(found, "global_step/sec") == expected["rate"]
-    assert steps_of(found, "examples/sec") == expected["rate"]
+    assert_schedule(found, expected)
 
 
 @pytest.mark.parametrize("use_tpu, expected_loss, expected_rate", [

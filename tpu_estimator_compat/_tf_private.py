@@ -6,8 +6,9 @@ should need edits here and nowhere else.
 
 # v1 `variable_scope` keeps its variable store and its scope-name counters in these two graph
 # collections. TF1 got a fresh pair per graph build; MirroredStrategy traces every replica into
-# one graph, so `variables.replica_scope` empties them per replica. No public API exposes the
-# keys (tensorflow/python/ops/variable_scope.py: _VARSTORE_KEY, _VARSCOPESTORE_KEY).
+# one graph, so `variables.replica_scope` gives each replica thread a pair of its own there
+# (see `new_variable_store` below). No public API exposes the keys
+# (tensorflow/python/ops/variable_scope.py: _VARSTORE_KEY, _VARSCOPESTORE_KEY).
 VARIABLE_STORE_COLLECTIONS = (("__variable_store",), ("__varscope",))
 
 # `CrossShardOptimizer` must behave as on TPU when it really runs inside a legacy TPU shard
