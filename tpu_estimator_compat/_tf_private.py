@@ -209,3 +209,13 @@ def flat_inputs(concrete_fn, args):
 def call_flat(concrete_fn, inputs):
     """`concrete_fn(*args)` with `inputs = flat_inputs(concrete_fn, args)`: same outputs."""
     return concrete_fn._call_flat(inputs, concrete_fn.captured_inputs)  # pylint: disable=protected-access
+
+# `optimizer_apply` re-runs a v1 optimizer's per-variable update on each device. Which apply
+# method a variable needs (dense, sparse, resource, or a custom processor) is decided by the
+# optimizer module's private `_get_processor`; no public API exposes that choice.
+from tensorflow.python.training import optimizer as _v1_optimizer  # noqa: E402
+
+
+def optimizer_processor(variable):
+    """The v1 optimizer's update processor for `variable` (`.update_op(optimizer, grad)`)."""
+    return _v1_optimizer._get_processor(variable)  # pylint: disable=protected-access

@@ -30,6 +30,7 @@ from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import keras_env
 from tpu_estimator_compat import loop as loop_lib
 from tpu_estimator_compat import metrics as metrics_lib
+from tpu_estimator_compat import optimizer_apply
 from tpu_estimator_compat import replica_step
 from tpu_estimator_compat import safety
 from tpu_estimator_compat import spec as spec_lib
@@ -66,8 +67,9 @@ class _RuntimeScope:
     """Strategy scope + registry creator scope + v1-optimizer loss scaling, entered eagerly.
 
     Entered around every trace and call so that code running in the strategy's merge_call
-    (v1 optimizer slots) and in replica threads shares one variable registry, and v1
-    optimizers average over replicas as Estimator did.
+    (v1 optimizer slots) and in replica threads shares one variable registry, v1
+    optimizers average over replicas as Estimator did, and update each device without an
+    all-device barrier (`optimizer_apply`).
     """
 
     def __init__(self, runtime: _Runtime) -> None:
@@ -77,7 +79,8 @@ class _RuntimeScope:
     def __enter__(self) -> None:
         strategy = self._runtime.strategy
         for cm in (strategy.scope(), self._runtime.registry.creator_scope(),
-                   strategy._scale_loss_for_estimator_enabled()):  # pylint: disable=protected-access
+                   strategy._scale_loss_for_estimator_enabled(),  # pylint: disable=protected-access
+                   optimizer_apply.per_device()):
             cm.__enter__()
             self._stack.append(cm)
 
@@ -154,6 +157,7 @@ class TPUEstimator:
         self._batch_axis = batch_axis
         self._runtimes: dict[int, _Runtime] = {}
         cross_shard.install()
+        optimizer_apply.install()
 
     # ------------------------------------------------------------------------------------
     # Legacy read-only properties.
