@@ -32,12 +32,6 @@ IPL = 3
 TRAIN_BATCH, EVAL_BATCH, PREDICT_BATCH = 32, 32, 16
 NUM_EVAL, NUM_PREDICT = 100, 20  # Both leave a partial last batch.
 
-EAGER_HOST_CALL = (
-    "summaries.py:HostCallRunner.run calls the host_call fn eagerly; legacy built it into a "
-    "graph. tf.compat.v1.summary.image raises 'UnimplementedError: Attr bad_color has "
-    "unhandled type 6 [Op:ImageSummary]' and tf.compat.v1.summary.merge 'RuntimeError: "
-    "Merging tf.summary.* ops is not compatible with eager execution'. Fix: run fn under "
-    "tf.function (both work there), traced once per call signature")
 NON_BATCH_EVAL_TENSOR = (
     "loop.py:InferenceResult.per_step slices every gathered leaf by the step's batch rows "
     "and estimator.py:_unflatten_rows masks it with the per-example padding mask, so a "
@@ -370,7 +364,6 @@ def test_bare_tensor_predictions_on_tpu_get_the_legacy_error_and_the_fix(tmp_pat
 
 @pytest.mark.parametrize("strategy_name", ["default",
                                            pytest.param("mirrored8", marks=pytest.mark.slow)])
-@pytest.mark.xfail(strict=True, reason=EAGER_HOST_CALL)
 def test_host_call_with_v1_histogram_and_image_summaries(strategy_name, tmp_path):
     case = dataclasses.replace(CASES["counters_scaffold"], params={"summaries_host_call": True})
     est = make_estimator(case, make_strategy(strategy_name), str(tmp_path))

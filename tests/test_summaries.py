@@ -108,8 +108,12 @@ def test_global_step_reads_in_model_fn_see_the_step_start_value(tmp_path, strate
             ordered = tf.reshape(tf.cast(step, tf.int64), [1])
 
         def host_call_fn(*values):
-            if tf.executing_eagerly():
-                seen.append([int(v.numpy()[0]) for v in values])
+            # fn is traced into a graph, as in legacy; numpy_function runs at every step.
+            def record(*arrays):
+                seen.append([int(a[0]) for a in arrays])
+                return np.int64(0)
+
+            tf.numpy_function(record, list(values), tf.int64)
             return []
 
         return spec._replace(host_call=(host_call_fn, [before, after, plus_one, ordered]))
@@ -317,3 +321,35 @@ def test_host_call_in_eval(tmp_path, strategy):
         models.digits(150, flat=True)).batch(params["batch_size"]))
     rows = [v for _, tag, v in events(str(tmp_path / "eval_hc")) if tag == "rows"]
     assert rows == [64.0, 64.0, 22.0]  # 150 examples: every one once, padding removed.
+
+
+def test_host_call_runner_traces_fn_once_and_writes_v1_and_v2_summaries(tmp_path):
+    """Legacy built the host_call fn into a graph: v1 image/merge work, traced once."""
+    v2_dir = str(tmp_path / "v2")
+
+    def host_call_fn(global_step, logits, images):
+        v1.summary.scalar("created_only", logits[0, 0])  # In SUMMARIES, not returned.
+        with tf.compat.v2.summary.create_file_writer(v2_dir).as_default():
+            tf.compat.v2.summary.scalar("v2_loss", logits[0, 1], step=global_step[0])
+            v1.summary.scalar("v1_under_writer", logits[0, 2])  # Forwarded to v2.
+        return v1.summary.merge([v1.summary.histogram("logits", logits),
+                                 v1.summary.image("inputs", images, max_outputs=2)])
+
+    structure = [tf.TensorSpec([1], tf.int64), tf.TensorSpec([4, 3], tf.float32),
+                 tf.TensorSpec([4, 8, 8, 1], tf.float32)]
+    runner = summaries.HostCallRunner(host_call_fn, structure, str(tmp_path))
+    for step in range(3):
+        runner.run([np.array([step]), np.full([4, 3], step, np.float32),
+                    np.zeros([4, 8, 8, 1], np.float32)], global_step=step)
+    runner.close()
+    assert runner.tracing_count() == 1
+    v1_tags = {}
+    for path in glob.glob(os.path.join(str(tmp_path), "events.out.tfevents.*")):
+        for event in v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                v1_tags.setdefault(value.tag, []).append(event.step)
+    assert v1_tags == {tag: [0, 1, 2] for tag in (
+        "logits", "inputs/image/0", "inputs/image/1", "created_only")}
+    # v2 summaries (and v1 ones under a default writer) at the step run() was given.
+    assert sorted(events(v2_dir)) == [(s, tag, float(s)) for s in range(3)
+                                      for tag in ("v1_under_writer", "v2_loss")]

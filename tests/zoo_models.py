@@ -370,7 +370,8 @@ def counter_model_fn(features, labels, mode, params):
         del global_step
         return v1.summary.merge([
             v1.summary.histogram("logits", logits),
-            v1.summary.image("inputs", images, max_outputs=2)])
+            # The digits are [batch, 8, 8]; image summaries need NHWC.
+            v1.summary.image("inputs", images[..., None], max_outputs=2)])
 
     host_call = None
     if params.get("summaries_host_call"):

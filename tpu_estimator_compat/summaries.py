@@ -71,13 +71,22 @@ def cached_writer(log_dir: str) -> Any:
 class HostCallRunner:
     """Runs `host_call=(fn, tensors)` on the host with each outfed step's gathered tensors.
 
-    Legacy built `fn` once into the host graph and ran it per outfed step, so one summary
-    writer served a whole `train()` call. Here `fn` runs eagerly per step; so that it still
+    Legacy built `fn` once into a TF1 graph and ran that graph per outfed step. Here `fn`
+    is traced once into a `tf.function` (again only if the tensors' shapes change, e.g. for
+    eval's partial last batch) and that function runs per step: graph-only ops such as
+    `tf.compat.v1.summary.image` and `tf.compat.v1.summary.merge`, which fail eagerly, work
+    as they did in legacy, and a step costs no Python re-run of `fn`. So that `fn` still
     writes one events file per call, `tf.summary.create_file_writer` hands back the same
-    writer for the same logdir while `fn` runs (patched only inside `run`, on the host
-    thread), and `close()` flushes them at the end of `train()`. A `fn` that returns v1
-    summary protos (`tf.compat.v1.summary.*`) has them written to `default_logdir` at the
-    global step passed to `run` (in TRAIN, the step the outfed step started from).
+    writer for the same logdir while `fn` is traced (patched only inside `run`, on the host
+    thread); the traced function keeps that writer, and `close()` flushes it at the end of
+    `train()`. `tf.summary.experimental.get_step()` is the global step passed to `run` while
+    `fn` runs, so v2 summaries without `step=` (and v1 summaries under a default writer,
+    which TensorFlow forwards to v2) get legacy's step.
+
+    v1 summary protos (`tf.compat.v1.summary.*` under no default writer) are written to
+    `default_logdir` at that global step: those `fn` returns and those it only created
+    (legacy's CPU path collected them in the graph's SUMMARIES collection, which
+    Estimator's SummarySaverHook wrote; here they are written at every host_call step).
     """
 
     def __init__(self, fn: Any, structure: Any, default_logdir: str) -> None:
@@ -85,14 +94,37 @@ class HostCallRunner:
         self._structure = structure
         self._default_logdir = default_logdir
         self._writers: dict[str, Any] = {}
+        # autograph=False: legacy built fn as plain TF1 graph code. reduce_retracing: a
+        # second leaf shape (eval's partial last batch) gives one shape-relaxed trace, not
+        # one trace per distinct row count.
+        self._traced = tf.function(self._graph_call, autograph=False, reduce_retracing=True)
 
     def run(self, flat_values: list[Any], global_step: int) -> None:
         """Calls fn with one outfed step's values (numpy, gathered over replicas)."""
-        values = tf.nest.pack_sequence_as(
-            self._structure, [tf.convert_to_tensor(v) for v in flat_values])
+        tensors = [tf.convert_to_tensor(v) for v in flat_values]
         with self._cached_writers():
-            result = self._call(values)
-        self._write_v1_protos(result, global_step)
+            protos = self._traced(tensors, tf.constant(global_step, tf.int64))
+        self._write_v1_protos(protos, global_step)
+
+    def tracing_count(self) -> int:
+        """How many times `fn` has been traced (once per distinct input signature)."""
+        return self._traced.experimental_get_tracing_count()
+
+    def _graph_call(self, flat: list[tf.Tensor], step: tf.Tensor) -> list[tf.Tensor]:
+        """fn in the function graph; returns every v1 summary proto it made (see class)."""
+        previous_step = tf.summary.experimental.get_step()
+        tf.summary.experimental.set_step(step)
+        try:
+            result = self._call(tf.nest.pack_sequence_as(self._structure, flat))
+        finally:
+            tf.summary.experimental.set_step(previous_step)
+        protos = [t for t in tf.nest.flatten(result) if _is_summary_proto(t)]
+        reached = _ops_feeding([t.op for t in protos])
+        created = [t for t in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+                   if _is_summary_proto(t) and t.op not in reached]
+        if created:
+            protos.append(tf.compat.v1.summary.merge(created, collections=[]))
+        return protos
 
     def root_name_taken(self, name: str) -> bool:
         """Whether building `fn` in a TF1 graph, as legacy did, takes the root name `name`.
@@ -127,9 +159,9 @@ class HostCallRunner:
     def _call(self, values: Any) -> Any:
         return self._fn(**values) if isinstance(values, dict) else self._fn(*values)
 
-    def _write_v1_protos(self, result: Any, global_step: int) -> None:
-        protos = [t for t in tf.nest.flatten(result)
-                  if isinstance(t, tf.Tensor) and t.dtype == tf.string and t.shape.rank == 0]
+    def _write_v1_protos(self, protos: list[tf.Tensor], global_step: int) -> None:
+        # v1 ops forwarded to a v2 writer return b'' (and so does merging only those).
+        protos = [p for p in protos if p.numpy()]
         if not protos:
             return
         writer = self._writer(self._default_logdir)
@@ -159,6 +191,25 @@ class HostCallRunner:
 
 
 _ORIGINAL_CREATE_FILE_WRITER = tf.summary.create_file_writer
+
+
+def _is_summary_proto(value: Any) -> bool:
+    """A serialized `Summary`, as every `tf.compat.v1.summary.*` op returns."""
+    return isinstance(value, tf.Tensor) and value.dtype == tf.string and value.shape.rank == 0
+
+
+def _ops_feeding(ops: list[Any]) -> set[Any]:
+    """`ops` and every op they depend on, through data and control inputs."""
+    seen: set[Any] = set()
+    stack = list(ops)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen
 
 
 @dataclasses.dataclass(frozen=True)
