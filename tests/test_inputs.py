@@ -127,6 +127,22 @@ def test_distribute_per_host_v1_slices_host_batch_across_replicas(strategy):
     assert isinstance(ctx.input_context, tf.distribute.InputContext)
 
 
+@pytest.mark.parametrize("pipeline", [InputPipelineConfig.PER_HOST_V1,
+                                      InputPipelineConfig.PER_HOST_V2,
+                                      InputPipelineConfig.BROADCAST])
+@pytest.mark.parametrize("repeat", [True, False])
+def test_distribute_keeps_a_repeated_input_endless(strategy, pipeline, repeat):
+    """rebatch/flat_map report UNKNOWN cardinality; the train loop's fast path needs INFINITE."""
+    def input_fn(params):
+        dataset = _rows_input_fn([])(params)
+        return dataset.repeat() if repeat else dataset
+
+    dist = _distribute(strategy, input_fn, pipeline)
+    assert inputs.is_endless(dist) is repeat
+    if repeat:
+        _per_replica_batches(strategy, dist, steps=9)  # Past the 64 rows: it repeats.
+
+
 def test_distribute_per_host_v2_input_fn_gets_per_replica_batch(strategy):
     seen = []
     replicas = strategy.num_replicas_in_sync

@@ -28,7 +28,8 @@ def _dataset(strategy: tf.distribute.Strategy, rows: int, batch: int = 8) -> tf.
 
 
 def _train_loop(strategy: tf.distribute.Strategy, *, host_call: bool = False,
-                every_n: int = 1) -> tuple[loop_lib.TrainLoop, tf.Variable, tf.Variable]:
+                every_n: int = 1,
+                endless: bool = False) -> tuple[loop_lib.TrainLoop, tf.Variable, tf.Variable]:
     with strategy.scope():
         total = tf.Variable(0.0, aggregation=tf.VariableAggregation.SUM)
         step = tf.Variable(0, dtype=tf.int64,
@@ -46,8 +47,31 @@ def _train_loop(strategy: tf.distribute.Strategy, *, host_call: bool = False,
 
     specs = [tf.TensorSpec([None], tf.int64)] if host_call else None
     loop = loop_lib.make_multi_step_train_fn(strategy, train_step, host_call_specs=specs,
-                                             host_call_every_n=every_n, global_step=step)
+                                             host_call_every_n=every_n, global_step=step,
+                                             endless=endless)
     return loop, total, step
+
+
+def _op_types(concrete: tf.types.experimental.ConcreteFunction) -> set[str]:
+    graph_def = concrete.graph.as_graph_def()
+    nodes = list(graph_def.node)
+    for function in graph_def.library.function:
+        nodes.extend(function.node_def)
+    return {node.op for node in nodes}
+
+
+@pytest.mark.parametrize("endless", [False, True])
+def test_endless_train_loop_takes_elements_without_end_of_input_checks(strategy, endless):
+    """A repeated input needs no per-step `get_next_as_optional` + cond (a replica barrier)."""
+    loop, total, _ = _train_loop(strategy, endless=endless)
+    with strategy.scope():
+        iterator = iter(_dataset(strategy, 64))
+        loop.trace(iterator)
+        result = loop(iterator, 3)
+        ops = _op_types(loop._run_steps.concrete(iterator))  # pylint: disable=protected-access
+    np.testing.assert_allclose(result.losses, [3.5, 11.5, 19.5])
+    assert result.global_step == 3 and float(total.numpy()) == sum(range(24))
+    assert ("IteratorGetNextAsOptional" in ops) is not endless, sorted(ops)
 
 
 def test_train_loop_runs_n_steps_and_returns_losses_and_global_step(strategy):

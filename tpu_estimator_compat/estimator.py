@@ -289,7 +289,8 @@ class TPUEstimator:
         init_plan = warm_start_lib.InitPlan()
         # Tracing creates the variables; only then can a checkpoint be restored.
         with warm_start_lib.capture_init_from_checkpoint(init_plan):
-            train_loop, record = self._train_loop(runtime, plan, iterator)
+            train_loop, record = self._train_loop(runtime, plan, iterator,
+                                                  inputs_lib.is_endless(dataset))
         hook_runner = hooks_lib.HookRunner(hooks + list(record.hooks), runtime.global_step)
         if self._checkpoint_manager(runtime).restore_latest() is None:
             self._initialize_from_elsewhere(runtime, record, init_plan)
@@ -384,14 +385,15 @@ class TPUEstimator:
             return 1
         return self._config.tpu_config.experimental_host_call_every_n_steps or 1
 
-    def _train_loop(self, runtime: _Runtime, plan: inputs_lib.BatchPlan,
-                    iterator: Any) -> tuple[loop_lib.TrainLoop, replica_step.TraceRecord]:
-        """The compiled train loop for this runtime and batch plan, traced.
+    def _train_loop(self, runtime: _Runtime, plan: inputs_lib.BatchPlan, iterator: Any,
+                    endless: bool) -> tuple[loop_lib.TrainLoop, replica_step.TraceRecord]:
+        """The compiled train loop for this runtime, batch plan and kind of input, traced.
 
         A model_fn's host_call is only known once it has been traced; when it has one, the
-        loop is built and traced again with the host_call tensors as outputs.
+        loop is built and traced again with the host_call tensors as outputs. An endless
+        input gets a loop without end-of-input checks (`make_multi_step_train_fn`).
         """
-        key = (ModeKeys.TRAIN, plan)
+        key = (ModeKeys.TRAIN, plan, endless)
         if key in runtime.functions:
             return runtime.functions[key]
         record = replica_step.TraceRecord()
@@ -403,7 +405,8 @@ class TPUEstimator:
                 record=record, emit_host_call=emit_host_call)
             return loop_lib.make_multi_step_train_fn(
                 runtime.strategy, step, host_call_specs=specs,
-                host_call_every_n=self._host_call_every_n(), global_step=runtime.global_step)
+                host_call_every_n=self._host_call_every_n(), global_step=runtime.global_step,
+                endless=endless)
 
         train_loop = build(False, None)
         train_loop.trace(iterator)

@@ -362,6 +362,7 @@ def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any], *
         dataset = to_dataset(result, repeat_tensors=repeat_tensors)
         dataset = _share_by_host(dataset, input_context, mode=mode, plan=plan,
                                  shards_itself=bool(reads))
+        endless = _cardinality(dataset) == tf.data.INFINITE_CARDINALITY
         if pad:
             dataset = pad_and_mask(dataset, plan.for_input_fn)
         if plan.rebatch_to is not None:
@@ -373,12 +374,31 @@ def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any], *
             dataset = dataset.flat_map(
                 lambda *element: tf.data.Dataset.from_tensors(
                     element if len(element) > 1 else element[0]).repeat(copies))
+        if endless and _cardinality(dataset) != tf.data.INFINITE_CARDINALITY:
+            # rebatch/flat_map report UNKNOWN; keep the loop's fast path (`is_endless`).
+            dataset = dataset.apply(
+                tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
         if fed_to_devices:
             dataset = _without_default_autotune(dataset)
         return dataset
 
     options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
     return strategy.distribute_datasets_from_function(dataset_fn, options)
+
+
+def _cardinality(dataset: tf.data.Dataset) -> int | None:
+    return tf.get_static_value(dataset.cardinality())
+
+
+def is_endless(dataset: Any) -> bool:
+    """Whether a dataset from `distribute` is known never to end (`repeat()` without count).
+
+    The train loop then needs no end-of-input check per step.
+    """
+    cardinality = dataset.cardinality  # A property on distributed datasets, a method on
+    if callable(cardinality):          # the plain dataset of the default strategy.
+        cardinality = cardinality()
+    return bool(tf.get_static_value(cardinality) == tf.data.INFINITE_CARDINALITY)
 
 
 def _feeds_devices(strategy: tf.distribute.Strategy) -> bool:
