@@ -237,3 +237,80 @@ def test_export_round_trips_in_fresh_process(trained, tmp_path):
     loaded = json.loads(completed.stdout.strip().splitlines()[-1])
     assert loaded["shim"] is False
     np.testing.assert_allclose(np.array(loaded["logits"]), expected, rtol=1e-5, atol=1e-5)
+
+
+def _step_loss_model_fn(features, labels, mode, params):
+    """eval_metrics with one value per step (`tf.reshape(loss, [1])`) beside per-example ones."""
+    spec = models.linear_full_model_fn(features, labels, mode, params)
+    if mode != "eval":
+        return spec
+
+    def metric_fn(labels, logits, step_loss):
+        return {"accuracy": v1.metrics.accuracy(labels, tf.argmax(logits, 1)),
+                "step_loss": v1.metrics.mean(step_loss)}
+
+    return TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(metric_fn, {
+        "labels": labels, "logits": spec.eval_metrics[1][1],
+        "step_loss": tf.reshape(spec.loss, [1])}))
+
+
+def test_one_value_per_step_eval_metrics_pass_through_without_padding(tmp_path):
+    """Legacy's CPU path (use_tpu=False, one replica) passed such tensors to metric_fn."""
+    est = make_estimator(tmp_path, None, _step_loss_model_fn, use_tpu=False)
+    est.train(models.digits_input_fn(512, flat=True), max_steps=4)
+    results = est.evaluate(eval_input_fn())
+    logits, y = numpy_logits(est)
+    assert results["accuracy"] == np.float32(np.sum(np.argmax(logits, 1) == y) / N_EVAL)
+    # `loss` is the mean of the per-step losses on one replica, as is the metric's mean.
+    np.testing.assert_allclose(results["step_loss"], results["loss"], rtol=1e-6)
+
+
+def test_one_value_per_step_eval_metrics_refused_when_batches_are_padded(tmp_path, strategy):
+    """Padded (use_tpu=True; any use_tpu on 8 replicas): its value would count padding."""
+    for use_tpu in (True, False) if strategy.num_replicas_in_sync > 1 else (True,):
+        est = make_estimator(tmp_path / str(use_tpu), strategy, _step_loss_model_fn,
+                             use_tpu=use_tpu)
+        with pytest.raises(ValueError, match=r"`eval_metrics` tensor `eval_metrics\[1\]"
+                                             r"\['step_loss'\]` has shape \(1,\).*must have "
+                                             r"the batch as axis 0 when the last batch is "
+                                             r"padded"):
+            est.evaluate(eval_input_fn())
+
+
+def test_eval_host_call_step_tensor_passes_through(tmp_path, strategy):
+    """host_call's `tf.reshape(global_step, [1])` in EVAL: one value per replica per step,
+    unmasked (legacy concatenated it over replicas); batch tensors lose padding rows."""
+    seen = []
+
+    def model_fn(features, labels, mode, params):
+        spec = models.linear_full_model_fn(features, labels, mode, params)
+        if mode != "eval":
+            return spec
+
+        def host_call_fn(step, labels):
+            def record(step, labels):
+                seen.append((len(step), len(labels)))
+                return np.int64(0)
+
+            tf.numpy_function(record, [step, labels], tf.int64)
+            return []
+
+        step = tf.reshape(v1.train.get_global_step(), [1])
+        return spec._replace(host_call=(host_call_fn, [step, labels]))
+
+    est = make_estimator(tmp_path, strategy, model_fn)
+    est.evaluate(eval_input_fn())
+    replicas = strategy.num_replicas_in_sync
+    assert seen == [(replicas, 64)] * 4 + [(replicas, N_EVAL - 4 * 64)]
+
+
+def test_predictions_without_batch_axis_refused(tmp_path, strategy):
+    def model_fn(features, labels, mode, params):
+        w = v1.get_variable("w", [64, 10])
+        return TPUEstimatorSpec(mode, predictions={
+            "logits": features @ w, "total": tf.reshape(tf.reduce_sum(features @ w), [1])})
+
+    est = make_estimator(tmp_path, strategy, model_fn)
+    with pytest.raises(ValueError, match=r"must have batch dimension for every tensor; "
+                                         r"`predictions\['total'\]` has shape \(1,\)"):
+        next(est.predict(eval_input_fn(with_labels=False)))

@@ -167,6 +167,32 @@ def test_padded_inference_loop_stops_at_the_first_all_padding_batch(strategy):
     assert sorted(result.gathered[0][result.mask].tolist()) == list(range(20))
 
 
+def test_inference_loop_passes_one_value_per_step_leaves_through(strategy):
+    """A leaf whose axis 0 is not the batch (one value per replica per step) is split per
+    step by its own size, not by the step's rows; a padded loop refuses it in metrics."""
+    def step(features, labels):
+        return {"metrics": [labels, tf.reshape(tf.reduce_sum(features), [1])]}
+
+    loop = loop_lib.InferenceLoop(strategy, step, padded=False)
+    with strategy.scope():
+        iterator = iter(_dataset(strategy, 48, batch=16))  # Three global batches of 16.
+        result = loop(iterator, 5)
+    assert result.per_example == (True, False)
+    replicas = strategy.num_replicas_in_sync
+    steps = result.per_step()
+    assert [(len(leaves[0]), len(leaves[1])) for leaves, _ in steps] == [(16, replicas)] * 3
+    # Each step's sums add up to that step's features: rows 16i..16i+15.
+    assert [leaves[1].sum() for leaves, _ in steps] == [sum(range(16 * i, 16 * i + 16))
+                                                       for i in range(3)]
+    padded = loop_lib.InferenceLoop(strategy, step, padded=True)
+    data = tf.data.Dataset.range(16).map(
+        lambda x: {"features": tf.cast(x, tf.float32), "labels": x, "padding_mask": True})
+    with strategy.scope(), pytest.raises(ValueError, match=r"`eval_metrics\[1\]\[1\]` has "
+                                                           r"shape \(1,\)"):
+        padded.trace(iter(strategy.distribute_datasets_from_function(
+            lambda _: data.batch(16 // strategy.num_replicas_in_sync))))
+
+
 @dataclasses.dataclass
 class _Policy:
     saved: list[int] = dataclasses.field(default_factory=list)

@@ -32,16 +32,6 @@ IPL = 3
 TRAIN_BATCH, EVAL_BATCH, PREDICT_BATCH = 32, 32, 16
 NUM_EVAL, NUM_PREDICT = 100, 20  # Both leave a partial last batch.
 
-NON_BATCH_EVAL_TENSOR = (
-    "loop.py:InferenceResult.per_step slices every gathered leaf by the step's batch rows "
-    "and estimator.py:_unflatten_rows masks it with the per-example padding mask, so a "
-    "one-value-per-step tensor (`tf.reshape(d_loss, [1])`, which legacy "
-    "CPU TPUEstimator passed to metric_fn unchanged) fails with 'IndexError: boolean index "
-    "did not match indexed array along axis 0; size of axis is 3 but size of corresponding "
-    "boolean axis is 32'. Fix: without padding (use_tpu=False or 1 replica) pass the "
-    "tensors through; with padding refuse at trace time naming the tensor, its shape and "
-    "that eval_metrics tensors must have the batch as axis 0")
-
 
 # ----------------------------------------------------------------------------------------
 # Cases.
@@ -393,7 +383,6 @@ def test_partitioned_embedding_is_refused_naming_partitioner(tmp_path):
         est.train(case.train_input, max_steps=2)
 
 
-@pytest.mark.xfail(strict=True, reason=NON_BATCH_EVAL_TENSOR)
 def test_eval_metrics_with_one_value_per_step_on_cpu(tmp_path):
     case = dataclasses.replace(CASES["gan_two_optimizers"], use_tpu=False,
                                params={"scalar_eval_tensor": True})

@@ -465,6 +465,7 @@ class TPUEstimator:
         mean_loss = metrics_lib.MeanLoss()
         last_values: list[Any] = []
         slices = session.loop.leaf_slices()
+        per_example = session.loop.per_example()
         host_call = (summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
                                                   self._model_dir)
                      if record.host_call is not None and chief else None)
@@ -474,10 +475,12 @@ class TPUEstimator:
                 for (leaves, mask), loss in zip(result.per_step(), result.losses):
                     mean_loss.update(loss)
                     if metrics is not None:
-                        metrics.update(_unflatten_rows(record.metric_structure,
-                                                       leaves[slices["metrics"]], mask))
+                        metrics.update(_unflatten_rows(
+                            record.metric_structure, leaves[slices["metrics"]], mask,
+                            per_example[slices["metrics"]]))
                     if host_call is not None:
-                        host_call.run([leaf[mask] for leaf in leaves[slices["host_call"]]],
+                        host_call.run(_real_rows(leaves[slices["host_call"]], mask,
+                                                 per_example[slices["host_call"]]),
                                       global_step)
                 if result.steps_run and result.last:
                     last_values = [leaf[-1] for leaf in result.last]
@@ -667,9 +670,17 @@ def _call_for_export(caller: replica_step.ModelFnCaller, features: Any, labels: 
     return caller(features, labels, mode, None, export_mode=True)
 
 
-def _unflatten_rows(structure: Any, leaves: list[Any], mask: Any) -> Any:
+def _unflatten_rows(structure: Any, leaves: list[Any], mask: Any,
+                    per_example: Sequence[bool]) -> Any:
     """One step's gathered metric tensors, padding rows removed, in the user's structure."""
-    return tf.nest.pack_sequence_as(structure, [leaf[mask] for leaf in leaves])
+    return tf.nest.pack_sequence_as(structure, _real_rows(leaves, mask, per_example))
+
+
+def _real_rows(leaves: list[Any], mask: Any, per_example: Sequence[bool]) -> list[Any]:
+    """Drops padding rows from batch-major leaves; passes the others (one value per step,
+    which the loop refuses in eval_metrics when batches are padded) as they are, as legacy's
+    CPU path passed them to metric_fn."""
+    return [leaf[mask] if batch else leaf for leaf, batch in zip(leaves, per_example)]
 
 
 def _select_keys(keys: list[str], predict_keys: Sequence[str] | None) -> list[str]:

@@ -283,7 +283,9 @@ class InferenceResult:
 
     `gathered` leaves are concatenated over the steps run, in input order, with padding rows
     still present; `mask` marks the real rows and `rows` gives each step's row count, so the
-    host can replay per-step updates (legacy updated metrics once per step).
+    host can replay per-step updates (legacy updated metrics once per step). A leaf whose
+    `per_example` flag is False is not batch-major (e.g. `tf.reshape(loss, [1])`): every
+    step added the same number of rows to it, which `mask` does not describe.
     """
 
     steps_run: int
@@ -292,12 +294,16 @@ class InferenceResult:
     mask: np.ndarray
     gathered: list[np.ndarray]
     last: list[np.ndarray]
+    per_example: tuple[bool, ...] = ()
 
     def per_step(self) -> list[tuple[list[np.ndarray], np.ndarray]]:
         """[(leaves of step i, mask of step i)] with the step's rows."""
         bounds = np.concatenate([[0], np.cumsum(self.rows)]).astype(np.int64)
-        return [([leaf[a:b] for leaf in self.gathered], self.mask[a:b])
-                for a, b in zip(bounds[:-1], bounds[1:])]
+        flags = self.per_example or (True,) * len(self.gathered)
+        sizes = [len(leaf) // max(self.steps_run, 1) for leaf in self.gathered]
+        return [([leaf[a:b] if batch else leaf[i * size:(i + 1) * size]
+                  for leaf, batch, size in zip(self.gathered, flags, sizes)], self.mask[a:b])
+                for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
 
 def _element_parts(element: Any, padded: bool) -> tuple[Any, Any, Any]:
@@ -313,6 +319,64 @@ def _rows_of(strategy: tf.distribute.Strategy, mask: Any) -> tf.Tensor:
 
 
 GATHERED_KEYS = ("metrics", "predictions", "host_call")
+_LEAF_NAMES = {"metrics": "eval_metrics[1]", "predictions": "predictions",
+               "host_call": "host_call[1]"}
+
+
+def _per_example_leaves(structure: dict[str, Any], padded: bool) -> tuple[bool, ...]:
+    """Whether each gathered leaf has the per-replica batch (the mask's length) as axis 0.
+
+    A leaf with another static axis 0 (one value per step, `tf.reshape(d_loss, [1])`) is
+    passed to the host as it is, as legacy's CPU path passed it to metric_fn. It cannot be
+    used when the last batch may be padded: its value then includes padding rows, which
+    the host removes by axis 0 only; nor as predictions, which are yielded per row.
+
+    Raises:
+      ValueError: such a leaf in `eval_metrics` with padding, or in `predictions`.
+    """
+    batch = structure["mask"].shape[0]
+    flags = []
+    for key in GATHERED_KEYS:
+        if key not in structure:
+            continue
+        specs = tf.nest.flatten(structure[key])
+        paths = tf.nest.flatten(_leaf_paths(structure[key]))
+        for path, spec in zip(paths, specs):
+            rows = spec.shape[0] if spec.shape.rank else None
+            flags.append(rows is None or rows == batch)
+            if flags[-1] or key == "host_call" or (key == "metrics" and not padded):
+                continue
+            where = _LEAF_NAMES[key] + "".join(f"[{p!r}]" for p in path.keys if p != "")
+            if key == "predictions":
+                raise ValueError(
+                    f"The estimator_spec.predictions must have batch dimension for every "
+                    f"tensor; `{where}` has shape {spec.shape}, whose axis 0 is not the "
+                    f"per-replica batch ({batch}). Return one row per example.")
+            raise ValueError(
+                f"`eval_metrics` tensor `{where}` has shape {spec.shape}, whose axis 0 is "
+                f"not the per-replica batch ({batch}). eval_metrics tensors must have the "
+                "batch as axis 0 when the last batch is padded (use_tpu=True, or more than "
+                "one replica), as the padding rows are removed by axis 0. Pass one row per "
+                "example (e.g. the per-example loss instead of `tf.reshape(loss, [1])`), or "
+                "evaluate with use_tpu=False on one replica.")
+    return tuple(flags)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Path:
+    """A leaf's key path (not a sequence, so that tf.nest keeps it as one leaf)."""
+
+    keys: tuple
+
+
+def _leaf_paths(nest: Any, prefix: tuple = ()) -> Any:
+    """`nest` with every leaf replaced by its key path (for error messages)."""
+    if isinstance(nest, dict):
+        return {k: _leaf_paths(v, prefix + (k,)) for k, v in nest.items()}
+    if isinstance(nest, (list, tuple)):
+        items = [_leaf_paths(v, prefix + (i,)) for i, v in enumerate(nest)]
+        return type(nest)(*items) if hasattr(nest, "_fields") else type(nest)(items)
+    return _Path(prefix)
 
 
 class InferenceLoop:
@@ -336,6 +400,7 @@ class InferenceLoop:
         # No AutoGraph: the loop is an explicit while_loop (see make_multi_step_train_fn).
         self._probe = tf.function(self._probe_fn, autograph=False)
         self._run_steps = _Dispatch(tf.function(self._run_steps_fn, autograph=False))
+        self._per_example: tuple[bool, ...] = ()
 
     def trace(self, iterator: Any) -> dict[str, Any]:
         """Traces the step and the loop (creating variables); returns the output TensorSpecs.
@@ -345,10 +410,16 @@ class InferenceLoop:
         """
         if not self._structure:
             outputs = self._probe.get_concrete_function(iterator).structured_outputs
-            self._structure.update(tf.nest.map_structure(
-                lambda t: tf.TensorSpec(t.shape, t.dtype), outputs))
+            structure = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype),
+                                              outputs)
+            self._per_example = _per_example_leaves(structure, self._padded)
+            self._structure.update(structure)
         self._run_steps.concrete(iterator)
         return self._structure
+
+    def per_example(self) -> tuple[bool, ...]:
+        """Per gathered leaf (as `leaf_slices`): whether its axis 0 is the batch."""
+        return self._per_example
 
     def leaf_slices(self) -> dict[str, slice]:
         """Where each gathered output's flattened leaves sit in `InferenceResult.gathered`."""
@@ -364,7 +435,8 @@ class InferenceLoop:
         self.trace(iterator)
         steps, losses, rows, mask, gathered, last = self._run_steps(iterator, n)
         return InferenceResult(int(steps), losses.numpy(), rows.numpy(), mask.numpy(),
-                               [g.numpy() for g in gathered], [t.numpy() for t in last])
+                               [g.numpy() for g in gathered], [t.numpy() for t in last],
+                               self._per_example)
 
     def _probe_fn(self, iterator: Any) -> Any:
         features, labels, mask = _element_parts(next(iterator), self._padded)
