@@ -353,3 +353,23 @@ def test_host_call_runner_traces_fn_once_and_writes_v1_and_v2_summaries(tmp_path
     # v2 summaries (and v1 ones under a default writer) at the step run() was given.
     assert sorted(events(v2_dir)) == [(s, tag, float(s)) for s in range(3)
                                       for tag in ("v1_under_writer", "v2_loss")]
+
+
+def test_host_call_merge_all_writes_each_v1_summary_once(tmp_path):
+    """merge_all() merges the fn's own v1 summaries; they are not written a second time."""
+
+    def host_call_fn(loss):
+        v1.summary.scalar("loss_v1", loss[0])
+        v1.summary.histogram("loss_hist", loss)
+        return v1.summary.merge_all()
+
+    runner = summaries.HostCallRunner(host_call_fn, [tf.TensorSpec([2], tf.float32)],
+                                      str(tmp_path))
+    for step in range(2):
+        runner.run([np.array([step, 1.0], np.float32)], global_step=step)
+    runner.close()
+    written = sorted((event.step, value.tag)
+                     for path in glob.glob(os.path.join(str(tmp_path), "events.out.*"))
+                     for event in v1.train.summary_iterator(path)
+                     for value in event.summary.value)
+    assert written == [(0, "loss_hist"), (0, "loss_v1"), (1, "loss_hist"), (1, "loss_v1")]
