@@ -164,6 +164,24 @@ def test_train_summary_rules_follow_legacy_hooks(tmp_path, use_tpu, steps, ipl, 
     assert_schedule(found, expected)
 
 
+def test_a_loop_of_per_step_rate_summaries_is_one_compiled_write_in_step_order(tmp_path):
+    """use_tpu=False with iterations_per_loop=100: legacy's rate rule fires every step."""
+    rules = summaries.TrainSummaryRules.legacy(
+        use_tpu=False, save_summary_steps=100, log_step_count_steps=100,
+        iterations_per_loop=100, examples_per_step=8)
+    writer = summaries.TrainSummaries(str(tmp_path), rules)
+    for loop in range(3):
+        writer.after_loop(100 * (loop + 1), np.full([100], 0.5, np.float32),
+                          end_time=1.0 * (loop + 1), seconds=1.0)
+    writer.close()
+    found = events(str(tmp_path))
+    assert steps_of(found, "loss") == [1, 101, 201]
+    assert steps_of(found, "global_step/sec") == list(range(2, 301))
+    assert [step for step, _, _ in found] == sorted(step for step, _, _ in found)
+    # One trace serves loops with different event counts (the first loop has one fewer).
+    assert writer._write_events.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+
+
 @pytest.mark.parametrize("use_tpu, expected_loss, expected_rate", [
     (False, [1, 101, 201], list(range(11, 251, 10))),
     (True, [10, 130, 250], list(range(20, 251, 10))),

@@ -315,6 +315,25 @@ class TrainSummaries:
         self._rate_timer = (_StepTimer(rules.step_rate_every)
                             if rules.step_rate_every is not None and rules.save_summary_steps
                             else None)
+        self._write_events = tf.function(
+            self._write_in_order, autograph=False,
+            input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)])
+
+    def _write_in_order(self, steps: tf.Tensor, protos: tf.Tensor) -> None:
+        """Writes event i (`protos[i]` at `steps[i]`) for every i, in order, in one call.
+
+        With `use_tpu=False` and a long loop legacy's step-rate rule fires every step (see
+        `TrainSummaryRules`): ~200 events per 100-step loop, which one eager
+        `write_raw_pb` each made ~0.14 ms apiece, doubling an MLP's loop time.
+        `parallel_iterations=1` keeps the events in the file in step order.
+        """
+        def body(i: tf.Tensor) -> tf.Tensor:
+            tf.summary.experimental.write_raw_pb(protos[i], step=steps[i])
+            return i + 1
+
+        with self._writer.as_default():
+            tf.while_loop(lambda i: i < tf.shape(steps)[0], body, [tf.constant(0)],
+                          parallel_iterations=1)
 
     def after_loop(self, step: int, losses: Any, end_time: float, seconds: float) -> None:
         """Writes the summaries due at the steps of the loop that ended at `step`."""
@@ -324,10 +343,10 @@ class TrainSummaries:
         for start, end, loss, when in self._runs(step, losses, end_time, seconds):
             events += self._loss_after_run(start, end, loss)
             events += self._rate_after_run(start, end, when)
-        with self._writer.as_default():
-            for at, values in events:
-                tf.summary.experimental.write_raw_pb(
-                    _Summary(value=values).SerializeToString(), step=at)
+        if events:
+            self._write_events(
+                tf.constant([at for at, _ in events], tf.int64),
+                tf.constant([_Summary(value=values).SerializeToString() for _, values in events]))
 
     def close(self) -> None:
         if self._writer is not None:
