@@ -470,21 +470,31 @@ class TPUEstimator:
                                                   self._model_dir)
                      if record.host_call is not None and chief else None)
         global_step = int(session.runtime.global_step.numpy())
+
+        def update_metrics(result: loop_lib.InferenceResult) -> None:
+            for leaves, mask in result.per_step():
+                metrics.update(_unflatten_rows(record.metric_structure,
+                                               leaves[slices["metrics"]], mask,
+                                               per_example[slices["metrics"]]))
+
+        # metric_fn's updates of one loop run while the device runs the next.
+        background = metrics_lib.BackgroundUpdates()
         try:
             for result in session.chunks(steps):
-                for (leaves, mask), loss in zip(result.per_step(), result.losses):
+                if metrics is not None:
+                    background.submit(update_metrics, result)
+                for loss in result.losses:
                     mean_loss.update(loss)
-                    if metrics is not None:
-                        metrics.update(_unflatten_rows(
-                            record.metric_structure, leaves[slices["metrics"]], mask,
-                            per_example[slices["metrics"]]))
-                    if host_call is not None:
+                if host_call is not None:
+                    for leaves, mask in result.per_step():
                         host_call.run(_real_rows(leaves[slices["host_call"]], mask,
                                                  per_example[slices["host_call"]]),
                                       global_step)
                 if result.steps_run and result.last:
                     last_values = [leaf[-1] for leaf in result.last]
+            background.drain()
         finally:
+            background.close()
             if host_call is not None:
                 host_call.close()
         values = metrics.result() if metrics is not None else {}
