@@ -297,6 +297,12 @@ class _StepTimer:
         return step - previous[0], now - previous[1]
 
 
+# Up to this many events per loop are written one eager op each; more go through one traced
+# function (`TrainSummaries._write_in_order`), whose trace (~60 ms per train() call)
+# costs as much as several hundred eager writes and would land in time to first step.
+_EAGER_WRITES_AT_MOST = 16
+
+
 class TrainSummaries:
     """The summaries legacy training wrote to model_dir, at the steps legacy wrote them.
 
@@ -343,10 +349,14 @@ class TrainSummaries:
         for start, end, loss, when in self._runs(step, losses, end_time, seconds):
             events += self._loss_after_run(start, end, loss)
             events += self._rate_after_run(start, end, when)
-        if events:
-            self._write_events(
-                tf.constant([at for at, _ in events], tf.int64),
-                tf.constant([_Summary(value=values).SerializeToString() for _, values in events]))
+        protos = [_Summary(value=values).SerializeToString() for _, values in events]
+        if len(events) > _EAGER_WRITES_AT_MOST:
+            self._write_events(tf.constant([at for at, _ in events], tf.int64),
+                               tf.constant(protos))
+            return
+        with self._writer.as_default():  # A few events: not worth tracing the writer.
+            for (at, _), proto in zip(events, protos):
+                tf.summary.experimental.write_raw_pb(proto, step=at)
 
     def close(self) -> None:
         if self._writer is not None:
