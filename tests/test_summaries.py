@@ -164,17 +164,23 @@ def test_train_summary_rules_follow_legacy_hooks(tmp_path, use_tpu, steps, ipl, 
     assert_schedule(found, expected)
 
 
+def _feed_loops(tmp_path, *, use_tpu, loops, ipl, seconds):
+    """TrainSummaries with the default RunConfig rules, fed `loops` loops of `ipl` steps
+    (loss 0.5, each loop `seconds` long on a made-up clock); returns (writer, events)."""
+    rules = summaries.TrainSummaryRules.legacy(
+        use_tpu=use_tpu, save_summary_steps=100, log_step_count_steps=100,
+        iterations_per_loop=ipl, examples_per_step=64)
+    writer = summaries.TrainSummaries(str(tmp_path), rules)
+    for loop in range(loops):
+        writer.after_loop(ipl * (loop + 1), np.full([ipl], 0.5, np.float32),
+                          end_time=seconds * (loop + 1), seconds=seconds)
+    writer.close()
+    return writer, events(str(tmp_path))
+
+
 def test_a_loop_of_per_step_rate_summaries_is_one_compiled_write_in_step_order(tmp_path):
     """use_tpu=False with iterations_per_loop=100: legacy's rate rule fires every step."""
-    rules = summaries.TrainSummaryRules.legacy(
-        use_tpu=False, save_summary_steps=100, log_step_count_steps=100,
-        iterations_per_loop=100, examples_per_step=8)
-    writer = summaries.TrainSummaries(str(tmp_path), rules)
-    for loop in range(3):
-        writer.after_loop(100 * (loop + 1), np.full([100], 0.5, np.float32),
-                          end_time=1.0 * (loop + 1), seconds=1.0)
-    writer.close()
-    found = events(str(tmp_path))
+    writer, found = _feed_loops(tmp_path, use_tpu=False, loops=3, ipl=100, seconds=1.0)
     assert steps_of(found, "loss") == [1, 101, 201]
     assert steps_of(found, "global_step/sec") == list(range(2, 301))
     assert [step for step, _, _ in found] == sorted(step for step, _, _ in found)
@@ -188,15 +194,7 @@ def test_a_loop_of_per_step_rate_summaries_is_one_compiled_write_in_step_order(t
 ])
 def test_default_schedules_over_many_loops(tmp_path, use_tpu, expected_loss, expected_rate):
     """The rules alone, fed 25 loops of 10 steps with a made-up clock (no training)."""
-    rules = summaries.TrainSummaryRules.legacy(
-        use_tpu=use_tpu, save_summary_steps=100, log_step_count_steps=100,
-        iterations_per_loop=10, examples_per_step=64)
-    writer = summaries.TrainSummaries(str(tmp_path), rules)
-    for loop in range(25):
-        writer.after_loop(10 * (loop + 1), np.full([10], 0.5, np.float32),
-                          end_time=2.0 * (loop + 1), seconds=2.0)
-    writer.close()
-    found = events(str(tmp_path))
+    _, found = _feed_loops(tmp_path, use_tpu=use_tpu, loops=25, ipl=10, seconds=2.0)
     assert steps_of(found, "loss") == expected_loss
     assert steps_of(found, "global_step/sec") == expected_rate
     # 10 steps every 2 s (interpolated per step on the CPU schedule).
