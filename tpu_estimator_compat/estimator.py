@@ -471,8 +471,8 @@ class TPUEstimator:
                      if record.host_call is not None and chief else None)
         global_step = int(session.runtime.global_step.numpy())
 
-        def update_metrics(result: loop_lib.InferenceResult) -> None:
-            for leaves, mask in result.per_step():
+        def update_metrics(per_step: list[tuple[list[Any], Any]]) -> None:
+            for leaves, mask in per_step:
                 metrics.update(_unflatten_rows(record.metric_structure,
                                                leaves[slices["metrics"]], mask,
                                                per_example[slices["metrics"]]))
@@ -481,12 +481,14 @@ class TPUEstimator:
         background = metrics_lib.BackgroundUpdates()
         try:
             for result in session.chunks(steps):
+                per_step = (result.per_step()
+                            if metrics is not None or host_call is not None else [])
                 if metrics is not None:
-                    background.submit(update_metrics, result)
+                    background.submit(update_metrics, per_step)
                 for loss in result.losses:
                     mean_loss.update(loss)
                 if host_call is not None:
-                    for leaves, mask in result.per_step():
+                    for leaves, mask in per_step:
                         host_call.run(_real_rows(leaves[slices["host_call"]], mask,
                                                  per_example[slices["host_call"]]),
                                       global_step)

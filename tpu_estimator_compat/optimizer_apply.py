@@ -104,12 +104,10 @@ def _distributed_apply(self, distribution, grads_and_vars, global_step=None, nam
         else:
             results = extended.update(global_step, _increment_after,
                                       args=(_per_replica(distribution, finishes),),
-                                      kwargs={"name": name}, group=False)
+                                      group=False)
         # merge_call hands each replica its own element: its device's train op.
         apply_updates = _per_replica(distribution, results)
-        train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
-        if not any(op is apply_updates for op in train_ops):
-            train_ops.append(apply_updates)
+        tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TRAIN_OP, apply_updates)
         return apply_updates
 
 
@@ -124,8 +122,10 @@ def _per_replica(distribution: tf.distribute.Strategy, local_values: Any) -> Any
     return distribution.experimental_distribute_values_from_function(lambda _: next(values))
 
 
-def _increment_after(step: Any, finish: Any, name: str) -> Any:
-    """One device's global step + 1, after that device's variables are updated."""
-    del name  # One op per device: TensorFlow's own name would clash N-1 times.
+def _increment_after(step: Any, finish: Any) -> Any:
+    """One device's global step + 1, after that device's variables are updated.
+
+    Unnamed: one op per device, so TensorFlow's absolute `name` would clash N-1 times.
+    """
     with tf.control_dependencies([finish]):
         return step.assign_add(1)
