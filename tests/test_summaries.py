@@ -188,6 +188,15 @@ def test_a_loop_of_per_step_rate_summaries_is_one_compiled_write_in_step_order(t
     assert writer._write_events.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
 
 
+def test_later_train_calls_reuse_the_traced_event_writes_of_their_model_dir(tmp_path):
+    """Each train() builds a TrainSummaries; the traced writer is kept with the dir's writer."""
+    first, _ = _feed_loops(tmp_path, use_tpu=False, loops=1, ipl=100, seconds=1.0)
+    second, found = _feed_loops(tmp_path, use_tpu=False, loops=1, ipl=100, seconds=1.0)
+    assert second._write_events is first._write_events  # pylint: disable=protected-access
+    assert first._write_events.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+    assert len(steps_of(found, "global_step/sec")) == 2 * 99
+
+
 @pytest.mark.parametrize("use_tpu, expected_loss, expected_rate", [
     (False, [1, 101, 201], list(range(11, 251, 10))),
     (True, [10, 130, 250], list(range(20, 251, 10))),

@@ -298,9 +298,41 @@ class _StepTimer:
 
 
 # Up to this many events per loop are written one eager op each; more go through one traced
-# function (`TrainSummaries._write_in_order`), whose trace (~60 ms per train() call)
-# costs as much as several hundred eager writes and would land in time to first step.
+# function (`_events_writer`), whose trace (~60 ms, once per writer per process) costs as
+# much as several hundred eager writes and would land in time to first step.
 _EAGER_WRITES_AT_MOST = 16
+_EVENTS_WRITERS: dict[str, tuple[Any, Any]] = {}  # log_dir: (its writer, traced writes)
+
+
+def _events_writer(log_dir: str) -> Any:
+    """`write(steps, protos)` writing event i (`protos[i]` at `steps[i]`) for every i, in
+    order, in one call to `cached_writer(log_dir)`; kept with that writer, so every train()
+    call shares one trace (and a replaced writer takes its function with it).
+
+    With `use_tpu=False` and a long loop legacy's step-rate rule fires every step (see
+    `TrainSummaryRules`): ~200 events per 100-step loop, which one eager `write_raw_pb`
+    each made ~0.14 ms apiece, doubling an MLP's loop time. `parallel_iterations=1` keeps
+    the events in the file in step order.
+    """
+    writer = cached_writer(log_dir)
+    cached = _EVENTS_WRITERS.get(str(log_dir))
+    if cached is not None and cached[0] is writer:
+        return cached[1]
+
+    def write_in_order(steps: tf.Tensor, protos: tf.Tensor) -> None:
+        def body(i: tf.Tensor) -> tf.Tensor:
+            tf.summary.experimental.write_raw_pb(protos[i], step=steps[i])
+            return i + 1
+
+        with writer.as_default():
+            tf.while_loop(lambda i: i < tf.shape(steps)[0], body, [tf.constant(0)],
+                          parallel_iterations=1)
+
+    write = tf.function(
+        write_in_order, autograph=False,
+        input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)])
+    _EVENTS_WRITERS[str(log_dir)] = (writer, write)
+    return write
 
 
 class TrainSummaries:
@@ -321,25 +353,7 @@ class TrainSummaries:
         self._rate_timer = (_StepTimer(rules.step_rate_every)
                             if rules.step_rate_every is not None and rules.save_summary_steps
                             else None)
-        self._write_events = tf.function(
-            self._write_in_order, autograph=False,
-            input_signature=[tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)])
-
-    def _write_in_order(self, steps: tf.Tensor, protos: tf.Tensor) -> None:
-        """Writes event i (`protos[i]` at `steps[i]`) for every i, in order, in one call.
-
-        With `use_tpu=False` and a long loop legacy's step-rate rule fires every step (see
-        `TrainSummaryRules`): ~200 events per 100-step loop, which one eager
-        `write_raw_pb` each made ~0.14 ms apiece, doubling an MLP's loop time.
-        `parallel_iterations=1` keeps the events in the file in step order.
-        """
-        def body(i: tf.Tensor) -> tf.Tensor:
-            tf.summary.experimental.write_raw_pb(protos[i], step=steps[i])
-            return i + 1
-
-        with self._writer.as_default():
-            tf.while_loop(lambda i: i < tf.shape(steps)[0], body, [tf.constant(0)],
-                          parallel_iterations=1)
+        self._write_events = _events_writer(model_dir) if model_dir is not None else None
 
     def after_loop(self, step: int, losses: Any, end_time: float, seconds: float) -> None:
         """Writes the summaries due at the steps of the loop that ended at `step`."""
