@@ -50,6 +50,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    default=None, help="skip eval/predict on 8 replicas (no target uses it)")
     p.add_argument("--shim-rev", help="measure tpu_estimator_compat as committed at this "
                                       "git revision (default: the working tree)")
+    p.add_argument("--cpu-allocator", choices=sorted(harness.CPU_ALLOCATORS),
+                   help="TensorFlow's CPU allocator for every contender: malloc (TF's "
+                        "default, the default here) or bfc (TF_CPU_ALLOCATOR_USE_BFC=true)")
     p.add_argument("--json", help="append every raw result to this JSON-lines file")
     p.add_argument("--from-json", help="render the tables from a --json file; run nothing")
     p.add_argument("--write-results", action="store_true",
@@ -60,7 +63,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def options_from(args: argparse.Namespace) -> harness.Options:
     values: dict[str, Any] = dict(QUICK) if args.quick else {}
     for name in ("workloads", "contenders", "steps_per_call", "replicas", "repeats", "scale",
-                 "timing_repeats", "shim_rev", "replica_inference"):
+                 "timing_repeats", "shim_rev", "replica_inference", "cpu_allocator"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     for name, allowed in (("workloads", WORKLOADS), ("contenders", harness.CONTENDERS)):
@@ -82,13 +85,17 @@ def render(results: list[dict[str, Any]], context: list[str]) -> str:
     table_rows = report.rows(results)
     loads = [r["load1_before"] for r in results]
     tf_versions = sorted({r["tf_version"] for r in results if "tf_version" in r})
+    # Results recorded before the option existed all ran on TF's default allocator.
+    allocators = sorted({r.get("cpu_allocator", "malloc") for r in results})
     repeats = len({r["repeat"] for r in results})
     header = context + [
         f"{len(results)} contender processes in {repeats} interleaved repeat(s); ratios are "
         "shim / reference within a repeat, median [min..max] over repeats; verdicts use the "
         "median. Throughput is the best of up to 5 windows of whole calls after warm-up; "
         "eval/predict from the time difference of a 1-batch and a longer call.",
-        f"Machine: {report.machine()}; TensorFlow {' and '.join(tf_versions)}.",
+        f"Machine: {report.machine()}; TensorFlow {' and '.join(tf_versions)}; CPU "
+        f"allocator {' and '.join(allocators)} (`TF_CPU_ALLOCATOR_USE_BFC`="
+        f"{' and '.join(harness.CPU_ALLOCATORS[a] for a in allocators)}, all contenders).",
         f"Load (1-min average when each process started): median "
         f"{statistics.median(loads):.2f}, max {max(loads):.2f}, on {os.cpu_count()} cores.",
     ]

@@ -30,6 +30,11 @@ MULTI_REPLICA_CONTENDERS = ("shim", "tf2")  # The issue measures 8 replicas for 
 # Pinned on both stacks: oneDNN changes float results and timings; quiet C++ logs.
 BASE_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0"}
 NEW_STACK_ENV = {"TF_USE_LEGACY_KERAS": "1"}  # r1 layers and tf_keras on TF 2.21.
+# TensorFlow's CPU allocator, pinned for every contender on both stacks (TF 2.15 and 2.21 read
+# the same variable). "malloc" is TF's default; "bfc" is TF's own pooling allocator. On glibc,
+# malloc hands big freed tensors back to the kernel and page-faults them in again: on the
+# 8-replica ResNet that is over half the process's CPU time (bench/RESULTS.md, finding 11).
+CPU_ALLOCATORS = {"malloc": "false", "bfc": "true"}
 WARMUP_STEPS = 10
 MULTI_REPLICA_SCALE = 0.5
 
@@ -61,6 +66,7 @@ class Options:
     # iterator, restore) needs long calls to resolve the per-batch cost; off saves ~half
     # the full run. No target depends on it.
     replica_inference: bool = True
+    cpu_allocator: str = "malloc"  # A key of CPU_ALLOCATORS, the same for every contender.
 
 
 def matrix(options: Options) -> list[Run]:
@@ -112,9 +118,10 @@ def prepare_code(tmp: str, shim_rev: str | None) -> str:
     return code
 
 
-def _env(stack: str, code: str) -> dict[str, str]:
+def _env(stack: str, code: str, cpu_allocator: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS",)}
     env.update(BASE_ENV)
+    env["TF_CPU_ALLOCATOR_USE_BFC"] = CPU_ALLOCATORS[cpu_allocator]
     if stack == "new":
         env.update(NEW_STACK_ENV)
     env["PYTHONPATH"] = os.pathsep.join([code, REPO])
@@ -122,9 +129,10 @@ def _env(stack: str, code: str) -> dict[str, str]:
 
 
 def _run_process(argv: list[str], stack: str, log_path: str, timeout: float,
-                 code: str) -> str:
+                 code: str, cpu_allocator: str = "malloc") -> str:
     with open(log_path, "w") as log:
-        proc = subprocess.run(argv, cwd=code, env=_env(stack, code), stdout=subprocess.PIPE,
+        proc = subprocess.run(argv, cwd=code, env=_env(stack, code, cpu_allocator),
+                              stdout=subprocess.PIPE,
                               stderr=log, text=True, timeout=timeout)
     if proc.returncode:
         with open(log_path) as log:
@@ -142,13 +150,13 @@ def make_data(tmp: str, code: str) -> str:
 
 
 def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
-            timeout: float, code: str) -> dict[str, Any]:
+            timeout: float, code: str, cpu_allocator: str = "malloc") -> dict[str, Any]:
     stack = "legacy" if run.contender == "legacy" else "new"
     argv = [PYTHON[stack], "-m", f"bench.run_{run.contender}", json.dumps(spec)]
     log_path = os.path.join(tmp, f"{run.label.replace('/', '_')}_rep{repeat}.log")
     start, load = time.monotonic(), os.getloadavg()[0]
     try:
-        out = _run_process(argv, stack, log_path, timeout, code)
+        out = _run_process(argv, stack, log_path, timeout, code, cpu_allocator)
         lines = [line for line in out.splitlines() if line.startswith(common.RESULT_PREFIX)]
         if len(lines) != 1:
             raise RuntimeError(f"expected one {common.RESULT_PREFIX.strip()} line, got "
@@ -157,7 +165,7 @@ def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         result = {"error": str(e)}
     result.update(dataclasses.asdict(run), repeat=repeat, seconds=time.monotonic() - start,
-                  load1_before=load)
+                  load1_before=load, cpu_allocator=cpu_allocator)
     return result
 
 
@@ -179,7 +187,7 @@ def run_all(options: Options, tmp: str | None = None,
         ordered: Iterable[Run] = runs if repeat % 2 == 0 else reversed(runs)
         for i, run in enumerate(ordered):
             result = run_one(run, spec_for(run, options, data, tmp), tmp, repeat,
-                             options.timeout, code)
+                             options.timeout, code, options.cpu_allocator)
             record(result)
             status = ("ERROR " + result["error"].splitlines()[0] if "error" in result
                       else f"{result['train_steps_per_sec']:.4g} steps/s")

@@ -10,6 +10,10 @@ import re
 import subprocess
 import sys
 
+import pytest
+
+from bench import harness
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROW = re.compile(r"^\| mlp \| 1 \| 10 \| (?P<figure>[^|]+?) \| shim (?P<shim>[^|]+) \| "
                  r"(?P<ref>[^|]+) \| (?P<ratio>[0-9.]+)(?: \[[^]]*\])? \| [^|]+ \| "
@@ -19,11 +23,23 @@ ROW = re.compile(r"^\| mlp \| 1 \| 10 \| (?P<figure>[^|]+?) \| shim (?P<shim>[^|
 def test_bench_prints_ratio_rows():
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "--workloads", "mlp", "--contenders", "shim,tf2",
-         "--steps-per-call", "10", "--replicas", "1", "--repeats", "1", "--scale", "0.1"],
+         "--steps-per-call", "10", "--replicas", "1", "--repeats", "1", "--scale", "0.1",
+         "--cpu-allocator", "bfc"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=170)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = {m["figure"]: m for m in ROW.finditer(proc.stdout)}
     assert set(rows) == {"train steps/s", "peak RSS"}, proc.stdout
+    assert "CPU allocator bfc (`TF_CPU_ALLOCATOR_USE_BFC`=true" in proc.stdout, proc.stdout
     for row in rows.values():
         assert float(row["ratio"]) > 0, row.group(0)
         assert row["ref"].startswith("tf2 "), row.group(0)
+
+
+@pytest.mark.parametrize("allocator, value", [("malloc", "false"), ("bfc", "true")])
+@pytest.mark.parametrize("stack", ["new", "legacy"])
+def test_cpu_allocator_pinned_for_every_contender(monkeypatch, stack, allocator, value):
+    # The caller's own setting must not leak into one contender and not the other.
+    monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "false" if value == "true" else "true")
+    env = harness._env(stack, "/code", allocator)
+    assert env["TF_CPU_ALLOCATOR_USE_BFC"] == value
+    assert env["TF_ENABLE_ONEDNN_OPTS"] == "0"
