@@ -55,15 +55,22 @@ def round_up(value: int, multiple: int) -> int:
     return int(math.ceil(value / multiple) * multiple)
 
 
+# At least this many measured calls, so `steady_rate` has windows to choose from: with one
+# 100-step call, a ResNet run that hit one of the machine's slow phases (a call taking 4.3 s
+# instead of 3.2 s, seen in shim and TF2 loop alike) had no faster window to fall back on.
+MIN_MEASURED_CALLS = 2
+
+
 def train_plan(spec: dict[str, Any]) -> tuple[int, int]:
     """(warm-up steps, measured steps) of the throughput call, both whole k-step calls.
 
     Warm-up covers at least one call and at least `warmup_steps` steps, so one-step-per-call
-    contenders also skip their first, allocation-heavy steps.
+    contenders also skip their first, allocation-heavy steps. The measured part is at least
+    `MIN_MEASURED_CALLS` calls.
     """
     k = spec["steps_per_call"]
     warm = round_up(max(spec["warmup_steps"], k), k)
-    return warm, round_up(max(spec["measure_steps"], k), k)
+    return warm, round_up(max(spec["measure_steps"], MIN_MEASURED_CALLS * k), k)
 
 
 def steady_rate(stamps: Sequence[tuple[int, float, float]], warmup_steps: int,
