@@ -132,8 +132,7 @@ def _run_process(argv: list[str], stack: str, log_path: str, timeout: float,
                  code: str, cpu_allocator: str = "malloc") -> str:
     with open(log_path, "w") as log:
         proc = subprocess.run(argv, cwd=code, env=_env(stack, code, cpu_allocator),
-                              stdout=subprocess.PIPE,
-                              stderr=log, text=True, timeout=timeout)
+                              stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout)
     if proc.returncode:
         with open(log_path) as log:
             tail = "".join(log.readlines()[-15:])
@@ -150,7 +149,7 @@ def make_data(tmp: str, code: str) -> str:
 
 
 def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
-            timeout: float, code: str, cpu_allocator: str = "malloc") -> dict[str, Any]:
+            timeout: float, code: str, cpu_allocator: str) -> dict[str, Any]:
     stack = "legacy" if run.contender == "legacy" else "new"
     argv = [PYTHON[stack], "-m", f"bench.run_{run.contender}", json.dumps(spec)]
     log_path = os.path.join(tmp, f"{run.label.replace('/', '_')}_rep{repeat}.log")
