@@ -136,6 +136,26 @@ NO_INFERENCE = {"eval_examples_per_sec": float("nan"), "eval_call_overhead": flo
                 "predict_examples_per_sec": float("nan"), "predict_call_overhead": float("nan")}
 
 
+def emit_with_inference(spec: dict[str, Any], result: dict[str, Any], batch_size: int,
+                        evaluate: Callable[[int], Any], predict: Callable[[int], Any],
+                        tf_version: str) -> None:
+    """Adds eval and predict ex/s (unless `spec` turns inference off) and peak RSS to the
+    train figures in `result`, then `emit`s. `evaluate(steps)` / `predict(steps)` run that
+    many batches; each runs one untimed batch first, so its trace is not timed."""
+    if spec["inference"]:
+        sizes = call_sizes(spec, batch_size)
+        evaluate(1)
+        result["eval_examples_per_sec"], result["eval_call_overhead"] = marginal_rate(
+            evaluate, **sizes)
+        predict(1)
+        result["predict_examples_per_sec"], result["predict_call_overhead"] = (
+            marginal_rate(predict, **sizes))
+    else:
+        result.update(NO_INFERENCE)
+    result["peak_rss_mb"] = peak_rss_mb()
+    emit({**spec, **result, "tf_version": tf_version})
+
+
 def marginal_rate(call: Callable[[int], Any], *, small: int, big: int, batch_size: int,
                   repeats: int = 1) -> tuple[float, float]:
     """(examples/sec, fixed seconds per call) of `call(steps)`, from calls of two sizes.

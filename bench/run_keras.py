@@ -60,11 +60,6 @@ def main(argv: list[str]) -> None:
                   metrics=[keras.metrics.SparseCategoricalAccuracy()])
     eval_ds = models_keras.dataset(spec["data"], workload.name, "test", batch)
     predict_ds = models_keras.dataset(spec["data"], workload.name, "test", batch, labels=False)
-    if not spec["inference"]:
-        result["peak_rss_mb"] = common.peak_rss_mb()
-        common.emit({**spec, **result, **common.NO_INFERENCE, "tf_version": tf.__version__})
-        return
-    sizes = common.call_sizes(spec, batch)
 
     def evaluate(steps: int) -> None:
         model.evaluate(eval_ds, steps=steps, verbose=0)
@@ -72,14 +67,7 @@ def main(argv: list[str]) -> None:
     def predict(steps: int) -> None:
         model.predict(predict_ds, steps=steps, verbose=0)
 
-    evaluate(1)
-    result["eval_examples_per_sec"], result["eval_call_overhead"] = common.marginal_rate(
-        evaluate, **sizes)
-    predict(1)
-    result["predict_examples_per_sec"], result["predict_call_overhead"] = (
-        common.marginal_rate(predict, **sizes))
-    result["peak_rss_mb"] = common.peak_rss_mb()
-    common.emit({**spec, **result, "tf_version": tf.__version__})
+    common.emit_with_inference(spec, result, batch, evaluate, predict, tf.__version__)
 
 
 if __name__ == "__main__":

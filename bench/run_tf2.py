@@ -120,19 +120,7 @@ def main(argv: list[str]) -> None:
         for out in run_chunks(predict_n, steps, labels=False):
             [o.numpy() for o in out]
 
-    if not spec["inference"]:
-        result["peak_rss_mb"] = common.peak_rss_mb()
-        common.emit({**spec, **result, **common.NO_INFERENCE, "tf_version": tf.__version__})
-        return
-    sizes = common.call_sizes(spec, batch)
-    evaluate(1)
-    result["eval_examples_per_sec"], result["eval_call_overhead"] = common.marginal_rate(
-        evaluate, **sizes)
-    predict(1)
-    result["predict_examples_per_sec"], result["predict_call_overhead"] = (
-        common.marginal_rate(predict, **sizes))
-    result["peak_rss_mb"] = common.peak_rss_mb()
-    common.emit({**spec, **result, "tf_version": tf.__version__})
+    common.emit_with_inference(spec, result, batch, evaluate, predict, tf.__version__)
 
 
 if __name__ == "__main__":
