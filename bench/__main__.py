@@ -81,6 +81,12 @@ def _append(path: str | None) -> Callable[[dict[str, Any]], None]:
     return record
 
 
+def _timing_repeats(results: list[dict[str, Any]]) -> str:
+    """How many timed calls per size the recorded eval/predict figures took the best of."""
+    counts = sorted({int(r.get("timing_repeats", 1)) for r in results})
+    return " or ".join(str(c) for c in counts) or "1"
+
+
 def render(results: list[dict[str, Any]], context: list[str]) -> str:
     table_rows = report.rows(results)
     loads = [r["load1_before"] for r in results]
@@ -92,7 +98,8 @@ def render(results: list[dict[str, Any]], context: list[str]) -> str:
         f"{len(results)} contender processes in {repeats} interleaved repeat(s); ratios are "
         "shim / reference within a repeat, median [min..max] over repeats; verdicts use the "
         "median. Throughput is the best of up to 5 windows of whole calls after warm-up; "
-        "eval/predict from the time difference of a 1-batch and a longer call.",
+        "eval/predict from the time difference of a 1-batch and a longer call, each size "
+        f"the fastest of {_timing_repeats(results)} call(s), sizes alternating.",
         f"Machine: {report.machine()}; TensorFlow {' and '.join(tf_versions)}; CPU "
         f"allocator {' and '.join(allocators)} (`TF_CPU_ALLOCATOR_USE_BFC`="
         f"{' and '.join(harness.CPU_ALLOCATORS[a] for a in allocators)}, all contenders).",

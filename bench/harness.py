@@ -59,7 +59,10 @@ class Options:
     contenders: tuple[str, ...] = CONTENDERS
     repeats: int = 3
     scale: float = 1.0  # Multiplies every workload's measured train/eval/predict steps.
-    timing_repeats: int = 1  # Timed calls per size in eval/predict (`common.marginal_rate`).
+    # Timed calls per size in eval/predict (`common.marginal_rate`), alternating, fastest
+    # kept. One was not enough: a call can run at half speed with one core idle, in every
+    # contender (RESULTS.md finding 15).
+    timing_repeats: int = 3
     timeout: float = 1200.0
     shim_rev: str | None = None  # Measure the library as committed at this git revision.
     # Eval/predict on 8 replicas: a noisy 2-3 s fixed cost per call there (distributed

@@ -43,3 +43,15 @@ def test_cpu_allocator_pinned_for_every_contender(monkeypatch, stack, allocator,
     env = harness._env(stack, "/code", allocator)
     assert env["TF_CPU_ALLOCATOR_USE_BFC"] == value
     assert env["TF_ENABLE_ONEDNN_OPTS"] == "0"
+
+
+def test_marginal_rate_keeps_each_size_s_fastest_call(monkeypatch):
+    """A call that ran at half speed (finding 15: one core idle) must not set the figure."""
+    from bench import common
+
+    durations = iter([0.1, 2.0, 0.1, 1.0, 0.1, 1.0])  # small, big (slow), small, big, ...
+    monkeypatch.setattr(common, "timed", lambda fn: next(durations))
+    rate, overhead = common.marginal_rate(lambda steps: None, small=1, big=101,
+                                          batch_size=128, repeats=3)
+    assert rate == pytest.approx(100 * 128 / 0.9)
+    assert overhead == pytest.approx(0.1 - 0.9 / 100)
