@@ -136,12 +136,12 @@ NO_INFERENCE = {"eval_examples_per_sec": float("nan"), "eval_call_overhead": flo
                 "predict_examples_per_sec": float("nan"), "predict_call_overhead": float("nan")}
 
 
-def emit_with_inference(spec: dict[str, Any], result: dict[str, Any], batch_size: int,
-                        evaluate: Callable[[int], Any], predict: Callable[[int], Any],
-                        tf_version: str) -> None:
-    """Adds eval and predict ex/s (unless `spec` turns inference off) and peak RSS to the
-    train figures in `result`, then `emit`s. `evaluate(steps)` / `predict(steps)` run that
-    many batches; each runs one untimed batch first, so its trace is not timed."""
+def add_inference_figures(spec: dict[str, Any], result: dict[str, Any], batch_size: int,
+                          evaluate: Callable[[int], Any], predict: Callable[[int], Any]) -> None:
+    """Adds eval and predict ex/s (NaN when `spec` turns inference off) and peak RSS to the
+    train figures in `result`. Every contender measures them this way: `evaluate(steps)` /
+    `predict(steps)` run that many batches, and each runs one untimed batch first, so its
+    trace or graph build is not timed."""
     if spec["inference"]:
         sizes = call_sizes(spec, batch_size)
         evaluate(1)
@@ -153,7 +153,6 @@ def emit_with_inference(spec: dict[str, Any], result: dict[str, Any], batch_size
     else:
         result.update(NO_INFERENCE)
     result["peak_rss_mb"] = peak_rss_mb()
-    emit({**spec, **result, "tf_version": tf_version})
 
 
 def marginal_rate(call: Callable[[int], Any], *, small: int, big: int, batch_size: int,

@@ -57,17 +57,9 @@ def measure(spec: dict[str, Any], stack: Stack) -> dict[str, Any]:
     stamps = stack.train(estimator, models_v1.train_input_fn, warm + measured)
     result: dict[str, Any] = common.train_figures(t_call, first, stamps, warm)
 
-    result["peak_rss_mb"] = common.peak_rss_mb()
-    if not spec["inference"]:
-        return {**result, **common.NO_INFERENCE}
     batch = workload.batch_size
-    sizes = common.call_sizes(spec, batch)
-    estimator.evaluate(models_v1.eval_input_fn, steps=1)  # Trace/build once, untimed.
-    result["eval_examples_per_sec"], result["eval_call_overhead"] = common.marginal_rate(
-        lambda steps: estimator.evaluate(models_v1.eval_input_fn, steps=steps), **sizes)
-    _consume_predictions(estimator, batch)
-    result["predict_examples_per_sec"], result["predict_call_overhead"] = (
-        common.marginal_rate(lambda steps: _consume_predictions(estimator, steps * batch),
-                             **sizes))
-    result["peak_rss_mb"] = common.peak_rss_mb()
+    common.add_inference_figures(
+        spec, result, batch,
+        evaluate=lambda steps: estimator.evaluate(models_v1.eval_input_fn, steps=steps),
+        predict=lambda steps: _consume_predictions(estimator, steps * batch))
     return result

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from typing import Any
@@ -67,12 +66,12 @@ def child(spec: dict[str, Any]) -> None:
     common.emit({"loop_ms": loop_ms})
 
 
-def _run(name: str, spec: dict[str, Any], tmp: str) -> float:
+def _run(name: str, spec: dict[str, Any], log_path: str) -> float:
+    """One child process (through the harness, so the env is the bench's and a failure
+    shows its log); returns its median loop time."""
     argv = [harness.PYTHON["new"], "-m", "bench.probe_summaries", "--child", json.dumps(spec)]
-    proc = subprocess.run(argv, cwd=harness.REPO, env=harness._env("new", harness.REPO, "malloc"),  # pylint: disable=protected-access
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                          timeout=600, check=True)
-    line = next(l for l in proc.stdout.splitlines() if l.startswith(common.RESULT_PREFIX))
+    out = harness._run_process(argv, "new", log_path, 600, harness.REPO)  # pylint: disable=protected-access
+    line = next(l for l in out.splitlines() if l.startswith(common.RESULT_PREFIX))
     loop_ms = json.loads(line[len(common.RESULT_PREFIX):])["loop_ms"]
     median = statistics.median(loop_ms)
     print(f"  {name}: median {median:.2f} ms over {len(loop_ms)} loops", flush=True)
@@ -96,8 +95,9 @@ def main(argv: list[str]) -> None:
         print(f"repeat {repeat + 1}/{args.repeats}", flush=True)
         for name in names:
             spec = {"overrides": CONFIGS[name], "steps_per_call": 100, "steps": args.steps,
-                    "data": data, "tmp": tmp, "workload": "mlp", "replicas": 1}
-            medians[name].append(_run(name, spec, tmp))
+                    "data": data, "tmp": tmp}
+            log_path = os.path.join(tmp, f"config{list(CONFIGS).index(name)}_rep{repeat}.log")
+            medians[name].append(_run(name, spec, log_path))
     print(f"\nshim MLP, use_tpu=False, iterations_per_loop=100, global batch 128, "
           f"{args.steps} steps; median loop ms per process, median [min..max] over "
           f"{args.repeats} processes:")

@@ -67,7 +67,8 @@ def main(argv: list[str]) -> None:
     def predict(steps: int) -> None:
         model.predict(predict_ds, steps=steps, verbose=0)
 
-    common.emit_with_inference(spec, result, batch, evaluate, predict, tf.__version__)
+    common.add_inference_figures(spec, result, batch, evaluate, predict)
+    common.emit({**spec, **result, "tf_version": tf.__version__})
 
 
 if __name__ == "__main__":

@@ -120,7 +120,8 @@ def main(argv: list[str]) -> None:
         for out in run_chunks(predict_n, steps, labels=False):
             [o.numpy() for o in out]
 
-    common.emit_with_inference(spec, result, batch, evaluate, predict, tf.__version__)
+    common.add_inference_figures(spec, result, batch, evaluate, predict)
+    common.emit({**spec, **result, "tf_version": tf.__version__})
 
 
 if __name__ == "__main__":
