@@ -113,10 +113,88 @@ def test_batch_norm_outside_replica_steps_keeps_keras_behaviour():
         seen.append(type(layer.momentum))
         return layer(x, training=True)
 
-    with keras_env.tf1_batch_norm_updates():
+    with keras_env.tf1_graph_keras():
         pass  # Installs the patch.
     call(tf.ones([4, 2, 2, 3]))
     assert layer.momentum == 0.9 and set(seen) == {float}
     graph = call.get_concrete_function(tf.ones([4, 2, 2, 3])).graph
     ops = {op.type for op in graph.get_operations()}
     assert "AssignSubVariableOp" not in ops, "outside the scope tf_keras keeps its fused average"
+
+
+# ----------------------------------------------------------------------------------------
+# Keras functional models built on model_fn's own tensors, as legacy's graph-mode Keras took.
+
+
+def _functional_model_fn(style):
+    from tpu_estimator_compat import TPUEstimatorSpec
+
+    def model_fn(features, labels, mode, params):
+        v1 = tf.compat.v1
+        if style == "input_tensor":  # tf.keras.applications(..., input_tensor=features) style.
+            inputs = tf.keras.layers.Input(tensor=features)
+            hidden = tf.keras.layers.Dense(
+                6, activation="relu", kernel_initializer=v1.glorot_uniform_initializer(seed=1))
+            out = tf.keras.layers.Dense(
+                3, kernel_initializer=v1.glorot_uniform_initializer(seed=2))
+            model = tf.keras.Model(inputs, out(hidden(inputs)))
+            logits = model.output  # A plain graph tensor, as in legacy's graph.
+        else:  # Build on Input(tensor=...) and then call the model on the features.
+            inputs = tf.keras.layers.Input(tensor=features)
+            model = tf.keras.Model(inputs, tf.keras.layers.Dense(
+                3, kernel_initializer=v1.glorot_uniform_initializer(seed=2))(inputs))
+            logits = model(features)
+        if mode == "infer":
+            return TPUEstimatorSpec(mode, predictions={"logits": logits})
+        loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+        train_op = v1.train.GradientDescentOptimizer(0.5).minimize(
+            loss, v1.train.get_global_step())
+        with tf.control_dependencies(model.updates):
+            train_op = tf.group(train_op)
+        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    return model_fn
+
+
+def _functional_data():
+    rng = np.random.RandomState(0)
+    return (rng.standard_normal([64, 4]).astype(np.float32),
+            rng.randint(0, 3, [64]).astype(np.int32))
+
+
+@pytest.mark.parametrize("style", ["input_tensor", "call_on_features"])
+def test_keras_functional_model_on_model_fn_tensors_trains(strategy, tmp_path, style):
+    """`Input(tensor=features)` / `Model(...)` inside model_fn: legacy graph Keras took them."""
+    from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator
+
+    def input_fn(params):
+        return tf.data.Dataset.from_tensor_slices(_functional_data()).repeat().batch(
+            params["batch_size"], drop_remainder=True)
+
+    estimator = TPUEstimator(
+        model_fn=_functional_model_fn(style), use_tpu=True, train_batch_size=16,
+        predict_batch_size=16,
+        config=RunConfig(model_dir=str(tmp_path), tf_random_seed=1, train_distribute=strategy,
+                         tpu_config=TPUConfig(iterations_per_loop=4)))
+    estimator.train(input_fn, max_steps=8)
+    reader = tf.train.load_checkpoint(str(tmp_path))
+    assert reader.get_tensor("global_step") == 8
+    names = set(reader.get_variable_to_shape_map())
+    assert "dense/kernel" in names or "dense_1/kernel" in names, sorted(names)
+
+    def predict_input_fn(params):
+        return tf.data.Dataset.from_tensor_slices(_functional_data()[0]).batch(
+            params["batch_size"])
+
+    logits = np.stack([p["logits"] for p in estimator.predict(predict_input_fn)])
+    assert logits.shape == (64, 3) and np.all(np.isfinite(logits))
+
+
+def test_graph_view_is_scoped_to_replica_steps():
+    """Outside model_fn, Keras keeps TF2 KerasTensors and the public answer is the true one."""
+    from tpu_estimator_compat import keras_env
+
+    with keras_env.tf1_graph_keras():
+        assert not tf.compat.v1.executing_eagerly_outside_functions()
+    assert tf.compat.v1.executing_eagerly_outside_functions()
+    assert type(tf.keras.layers.Input([3])).__name__ == "KerasTensor"

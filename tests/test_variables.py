@@ -129,3 +129,47 @@ def test_replica_stores_leave_the_collections_as_they_were(tmp_path, strategy_na
     after = [graph.get_collection(k) for k in _tf_private.VARIABLE_STORE_COLLECTIONS]
     assert [[id(s) for s in c] for c in after] == [[id(s) for s in c] for c in before]
     assert not any(isinstance(s, variables._PerReplicaStore) for c in after for s in c)
+
+
+def _ema_after_all_reduce_model_fn(features, labels, mode, params):
+    """The TPU image models' idiom: EMA over the collections, applied after minimize()."""
+    del labels, params
+    w = v1.get_variable("w", initializer=tf.constant(W0))
+    loss = tf.reduce_mean(tf.linalg.matvec(features, w))
+    global_step = v1.train.get_global_step()
+    optimizer = v1.tpu.CrossShardOptimizer(v1.train.GradientDescentOptimizer(LR))
+    train_op = optimizer.minimize(loss, global_step=global_step)
+    ema = v1.train.ExponentialMovingAverage(decay=0.5, num_updates=None)
+    # Read after the all-reduce: each replica must see only its own collections' contents.
+    averaged = v1.trainable_variables() + v1.moving_average_variables()
+    with tf.control_dependencies([train_op]):
+        train_op = ema.apply(averaged)
+    return TPUEstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+
+
+def test_collections_read_after_an_all_reduce_are_the_replicas_own(tmp_path, strategy):
+    """One `w/ExponentialMovingAverage`; no replica sees another's `moving_average_variables`.
+
+    With shared lists the second replica listed `w` twice and made twice the merge_calls
+    ("Some replicas made a different number of replica_context().merge_call() calls").
+    """
+    reader = _train(tmp_path, strategy, _ema_after_all_reduce_model_fn)
+    assert sorted(reader.get_variable_to_shape_map()) == [
+        "global_step", "w", "w/ExponentialMovingAverage"]
+    grad = X.mean(axis=0)  # CrossShardOptimizer.minimize averages over the replicas.
+    ws = [W0 - LR * k * grad for k in range(STEPS + 1)]
+    average = W0
+    for k in range(1, STEPS + 1):
+        average = 0.5 * average + 0.5 * ws[k]
+    np.testing.assert_allclose(reader.get_tensor("w/ExponentialMovingAverage"), average,
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
+def test_per_replica_collections_are_put_back(tmp_path, strategy_name):
+    from conftest import make_strategy
+
+    _train(tmp_path, make_strategy(strategy_name), _ema_after_all_reduce_model_fn)
+    graph = v1.get_default_graph()
+    for key in variables._PER_STEP_COLLECTIONS:
+        assert not isinstance(graph.get_collection_ref(key), variables._PerReplicaCollection)

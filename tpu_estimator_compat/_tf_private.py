@@ -132,19 +132,70 @@ def device_pipelines_without_autotune():
         finally:
             _mdi_ops._create_device_dataset = original  # pylint: disable=protected-access
 
-# tf_keras batch norm chooses how to update its moving statistics from
-# `executing_eagerly_outside_functions()`: inside a `tf.function` traced from eager code it
-# lets FusedBatchNormV3 update them (`exponential_avg_factor`), in a TF1 graph it runs
-# `moving -= (moving - batch) * (1 - momentum)`. The two round differently (~1 ulp a step).
-# Legacy TPUEstimator always built a TF1 graph, so `keras_env` routes replica steps to the
-# graph formula. The choice is made inside this private method; no public switch exists.
-def keras_batch_norm_base():
-    """The tf_keras class owning `_fused_batch_norm`, or None without tf-keras."""
+# Legacy built model_fn in a TF1 graph, where `tf.compat.v1.executing_eagerly_outside_functions()`
+# is False; tf_keras and TF1 model code branch on that public name (functional models on graph
+# tensors, batch norm's moving-average formula). `keras_env.tf1_graph_keras` answers it per
+# replica step. The public API modules (`tf.compat.v1`, `tf.compat.v2.compat.v1`, ...) each hold
+# their own binding of the function, so each binding is replaced; TensorFlow's internals call
+# the private original and keep the true answer. No public API offers such a scope.
+from tensorflow.python.framework.ops import executing_eagerly_outside_functions  # noqa: E402,F401
+
+
+def replace_public_api_function(name, original, replacement):
+    """Rebinds `name` from `original` to `replacement` on every loaded public TF API module.
+
+    Returns how many modules were rebound. `tensorflow.python.*` modules are left alone.
+    """
+    import sys
+
+    count = 0
+    for module_name, module in list(sys.modules.items()):
+        if module is None or module_name.startswith("tensorflow.python"):
+            continue
+        if not (module_name.startswith("tensorflow") or module_name.startswith("tf_keras")):
+            continue
+        if vars(module).get(name) is original:
+            setattr(module, name, replacement)
+            count += 1
+    return count
+
+
+# TF1's `init_from_checkpoint` resolved a scope map against the variables in the graph's v1
+# variable store at the moment of the call; `warm_start` records that moment's names. The store
+# (`variable_scope._get_default_variable_store()`) and its `_vars` dict are private.
+from tensorflow.python.ops import variable_scope as _variable_scope  # noqa: E402
+
+
+def v1_store_variable_names():
+    """Names of the variables `tf.compat.v1.get_variable` has created in the current store."""
+    return list(_variable_scope._get_default_variable_store()._vars)  # pylint: disable=protected-access
+
+
+# A v1 graph collection is a list in the graph's private `_collections` dict; TF1 code reaches
+# it through `get_collection_ref`, which hands out that very list. `variables._own_collections`
+# gives each MirroredStrategy replica thread its own lists in the one graph they all trace
+# into, which needs the list object itself replaced. No public API does that.
+def replace_collection(graph, key, value):
+    """Makes `value` the object `graph.get_collection_ref(key)` returns."""
+    with graph._lock:  # pylint: disable=protected-access
+        graph._collections[key] = value  # pylint: disable=protected-access
+
+
+# tf_keras lifts a layer's weight creation out of the traced graph with its private
+# `tf_utils.maybe_init_scope(layer)` only when outside functions is eager; `keras_env` keeps that
+# lifting in its TF1 graph view (see `keras_env._weights_built_as_in_tf2`). Every tf_keras
+# caller reaches it as a module attribute, so rebinding it there is seen by all of them.
+def wrap_keras_maybe_init_scope(make_wrapper):
+    """Replaces tf_keras's `tf_utils.maybe_init_scope` with `make_wrapper(original)`; once."""
     try:
-        from tf_keras.src.layers.normalization import batch_normalization
-    except ImportError:
-        return None
-    return getattr(batch_normalization, "BatchNormalizationBase", None)
+        from tf_keras.src.utils import tf_utils
+    except ImportError:  # No tf_keras: nothing to wrap (check_legacy_keras reports it).
+        return
+    if not getattr(tf_utils.maybe_init_scope, "_tpu_estimator_compat", False):
+        wrapper = make_wrapper(tf_utils.maybe_init_scope)
+        wrapper._tpu_estimator_compat = True
+        tf_utils.maybe_init_scope = wrapper
+
 
 # `tf.compat.v1.get_variable` and `variable_scope` find their variable store and scope store
 # as the single element of the graph collections in VARIABLE_STORE_COLLECTIONS, and create

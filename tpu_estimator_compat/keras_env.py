@@ -6,15 +6,20 @@ at the first `tf.keras` access, so `prefer_legacy_keras()` (run when this packag
 sets it when the user has not chosen, and `check_legacy_keras()` (run by the TPUEstimator
 constructor) fails with the fix when Keras 3 was already loaded.
 
-`tf1_batch_norm_updates()` makes Keras 2 batch norm, called inside a replica step, update its
-moving statistics with the formula a TF1 graph used, so checkpoints match legacy bit for bit.
-This module knows nothing else: not the strategy, the loop or the model_fn.
+`tf1_graph_keras()` shows the Keras and TF1 code that model_fn runs the TF1 graph it was written
+for: `executing_eagerly_outside_functions()` is False inside it, as in legacy's graph. Keras
+functional models built on model_fn's tensors (`Input(tensor=features)`,
+`tf.keras.applications.MobileNet(input_tensor=features)`, a layer output used as the loss)
+then get plain graph tensors instead of symbolic KerasTensors, and Keras 2 batch norm updates
+its moving statistics with the formula a TF1 graph used, so checkpoints match legacy bit for
+bit. This module knows nothing else: not the strategy, the loop or the model_fn.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from typing import Any, Iterator
 
@@ -51,28 +56,75 @@ def check_legacy_keras() -> None:
             "before touching tf.keras), and `pip install tf-keras` matching your TensorFlow.")
 
 
-_GRAPH_BATCH_NORM = threading.local()
+_GRAPH_VIEW = threading.local()
+# Callers that keep the true answer inside the graph view. tf_keras's TF1 layers
+# (`tf.compat.v1.layers`) already create their variables as in TF1 through the variable
+# registry; told "graph mode" they would look for their variables in a graph collection that
+# the eagerly created variables are not in (and fail with a regularizer).
+_TRUE_ANSWER_CALLERS = ("tf_keras.src.legacy_tf_layers.",)
 _install_lock = threading.Lock()
 _installed: list[bool] = []
 
 
-@contextlib.contextmanager
-def tf1_batch_norm_updates() -> Iterator[None]:
-    """Inside (this thread only): tf_keras batch norm updates moving stats as in a TF1 graph.
+def in_tf1_graph_view() -> bool:
+    """True inside `tf1_graph_keras()` on this thread."""
+    return getattr(_GRAPH_VIEW, "active", False)
 
-    Why: in a `tf.function` traced from eager code, tf_keras lets FusedBatchNormV3 average the
-    moving mean/variance (`exponential_avg_factor`); in the TF1 graph legacy TPUEstimator
-    built, it ran `moving -= (moving - batch) * (1 - momentum)`. Both are right, they round
-    differently (about 1 ulp a step), and parity with legacy checkpoints needs the latter.
+
+@contextlib.contextmanager
+def tf1_graph_keras() -> Iterator[None]:
+    """Inside (this thread only): model code sees TF1 graph mode, as model_fn did in legacy.
+
+    Why: legacy TPUEstimator called model_fn while building a TF1 graph, where
+    `tf.compat.v1.executing_eagerly_outside_functions()` is False. tf_keras decides from that
+    call alone whether layers called on a graph tensor build a TF1-style functional graph
+    (`Input(tensor=t)` tags `t` and returns it; layer outputs are ordinary tensors) or
+    symbolic KerasTensors, which cannot feed a v1 loss, and whether batch norm lets
+    FusedBatchNormV3 average its moving statistics (`exponential_avg_factor`) or runs
+    `moving -= (moving - batch) * (1 - momentum)` as a TF1 graph did (they round ~1 ulp apart a
+    step). Inside a replica step the answer "outside functions is eager" is true of the
+    shim's loop but not of what the model code was written against. Only the public API's
+    name is answered differently; TensorFlow's own internals keep the true answer.
     Thread-local because MirroredStrategy traces each replica on its own thread.
     """
     _install()
-    previous = getattr(_GRAPH_BATCH_NORM, "active", False)
-    _GRAPH_BATCH_NORM.active = True
+    previous = in_tf1_graph_view()
+    _GRAPH_VIEW.active = True
     try:
         yield
     finally:
-        _GRAPH_BATCH_NORM.active = previous
+        _GRAPH_VIEW.active = previous
+
+
+def _weights_built_as_in_tf2(original: Any) -> Any:
+    """tf_keras's `maybe_init_scope(layer)`, deciding on the true answer in the graph view.
+
+    Why: a TF1 graph built a Keras layer's weights inside the graph, under the graph's
+    uniquified name scope. MirroredStrategy traces every replica into one graph, so the
+    second replica's `dense` layer would build its weights as `dense_1/kernel` and miss the
+    first replica's. Lifted out of the trace (what tf_keras does in TF2), every replica
+    builds under the layer's own name, and the variable registry hands all of them the same
+    variables, as the single TF1 graph had.
+    """
+
+    @contextlib.contextmanager
+    def maybe_init_scope(layer: Any) -> Iterator[None]:
+        previous = in_tf1_graph_view()
+        _GRAPH_VIEW.active = False
+        try:
+            scope = original(layer)
+            scope.__enter__()
+        finally:
+            _GRAPH_VIEW.active = previous
+        try:
+            yield
+        except BaseException as e:  # pylint: disable=broad-except
+            if not scope.__exit__(type(e), e, e.__traceback__):
+                raise
+        else:
+            scope.__exit__(None, None, None)
+
+    return maybe_init_scope
 
 
 def _install() -> None:
@@ -80,27 +132,19 @@ def _install() -> None:
         if _installed:
             return
         _installed.append(True)
-        cls = _tf_private.keras_batch_norm_base()
-        if cls is None:
-            return
-        original = cls._fused_batch_norm  # pylint: disable=protected-access
+        original = _tf_private.executing_eagerly_outside_functions
 
-        def _fused_batch_norm(self: Any, inputs: Any, mask: Any, training: Any) -> Any:
-            momentum = self.momentum
-            if not (getattr(_GRAPH_BATCH_NORM, "active", False)
-                    and isinstance(momentum, (float, int))):
-                return original(self, inputs, mask, training)
-            # tf_keras takes the fused average only for a Python-number momentum; the same
-            # number as a tensor selects the graph formula, with the float32 value a TF1
-            # graph's `convert_to_tensor(momentum)` gave. Set on the instance dict directly
-            # so Keras attribute tracking never sees the temporary tensor.
-            import tensorflow as tf  # Local: keep this module importable before TensorFlow.
+        def executing_eagerly_outside_functions() -> bool:
+            if getattr(_GRAPH_VIEW, "active", False) and not sys._getframe(1).f_globals.get(  # pylint: disable=protected-access
+                    "__name__", "").startswith(_TRUE_ANSWER_CALLERS):
+                return False
+            return original()
 
-            object.__setattr__(self, "momentum", tf.convert_to_tensor(momentum))
-            try:
-                return original(self, inputs, mask, training)
-            finally:
-                object.__setattr__(self, "momentum", momentum)
-
-        cls._fused_batch_norm = _fused_batch_norm  # pylint: disable=protected-access
-        logging.debug("tf_keras batch norm: TF1-graph moving-average updates in replica steps.")
+        executing_eagerly_outside_functions.__doc__ = original.__doc__
+        executing_eagerly_outside_functions.__wrapped__ = original  # type: ignore[attr-defined]
+        patched = _tf_private.replace_public_api_function(
+            "executing_eagerly_outside_functions", original,
+            executing_eagerly_outside_functions)
+        _tf_private.wrap_keras_maybe_init_scope(_weights_built_as_in_tf2)
+        logging.debug("model_fn sees TF1 graph-mode Keras: %d public API module(s) answer "
+                      "executing_eagerly_outside_functions() per replica step.", patched)

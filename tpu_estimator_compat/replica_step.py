@@ -82,8 +82,8 @@ class ModelFnCaller:
         if self.use_tpu and not export_mode and self.context_factory is not None:
             params[CONTEXT_KEY] = self.context_factory(mode)
         kwargs["params"] = params
-        # Keras batch norm must update its moving statistics as in legacy's TF1 graph.
-        with keras_env.tf1_batch_norm_updates():
+        # Keras and TF1 code in model_fn see the TF1 graph legacy built it in.
+        with keras_env.tf1_graph_keras():
             result = self.model_fn(features=features, **kwargs)
         spec_lib.validate_spec_type(
             result, mode, require_tpu_spec=self.use_tpu and not export_mode)
@@ -179,10 +179,17 @@ class TraceRecord:
     hooks: tuple[Any, ...] = ()
 
     def observe(self, spec: Any) -> None:
-        """Keeps what the host needs from a spec: host_call, scaffold_fn, hooks."""
+        """Keeps what the host needs from a spec: host_call, scaffold_fn, hooks.
+
+        From the first replica only: legacy TPU traced model_fn once, and what the other
+        replicas return is the same code over their own copies of the graph's names (their
+        EMA `variables_to_restore` would carry their own root scope, `replica_1/...`).
+        """
         host_call = getattr(spec, "host_call", None)
         if host_call is not None:
             spec_lib.check_eval_metrics_tensors_have_batch_dim(host_call, "host_call")
+        if not _is_first_replica():
+            return
         self.host_call = host_call
         self.scaffold_fn = getattr(spec, "scaffold_fn", None)
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
@@ -192,6 +199,13 @@ class TraceRecord:
     @staticmethod
     def host_call_tensors(spec: Any) -> Any:
         return tf.nest.map_structure(tf.convert_to_tensor, spec.host_call[1])
+
+
+def _is_first_replica() -> bool:
+    if tf.distribute.in_cross_replica_context():
+        return True
+    replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+    return tf.get_static_value(replica) in (0, None)
 
 
 def _check_eval_spec(spec: Any) -> None:

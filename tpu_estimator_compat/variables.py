@@ -22,6 +22,7 @@ It knows nothing of modes, specs, input pipelines or checkpoint files; `checkpoi
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import threading
 from typing import Any, Callable, Iterator
@@ -435,6 +436,85 @@ def _own_v1_stores(graph: tf.Graph) -> Iterator[None]:
                     ref[:] = proxy.saved
 
 
+class _PerReplicaCollection(collections.abc.MutableSequence):
+    """A v1 graph collection whose contents belong to whichever replica thread asks.
+
+    MirroredStrategy traces every replica into one graph and switches threads at each
+    `merge_call`. With one shared list per collection, a replica resuming after an
+    all-reduce would see what the replicas after it added meanwhile: a second replica's
+    `tf.trainable_variables() + tf.moving_average_variables()` before `ema.apply` would list
+    the first replica's averaged variables twice and make twice its merge_calls. Each TPU
+    core's model_fn saw its own graph's collections; each replica thread gets its own list
+    here, fresh (empty) when it enters, as each replica's TF1 graph began. Threads with no
+    replica of their own (merge_fn code on the main thread) see the first replica's list.
+    """
+
+    def __init__(self, saved: list[Any]) -> None:
+        self.saved = saved  # The collection before any replica entered, put back after.
+        self._by_thread: dict[int, list[Any]] = {}
+        self._first: list[Any] | None = None
+
+    def enter(self) -> list[Any] | None:
+        previous = self._by_thread.get(threading.get_ident())
+        fresh: list[Any] = []
+        self._by_thread[threading.get_ident()] = fresh
+        if self._first is None:
+            self._first = fresh
+        return previous
+
+    def exit(self, previous: list[Any] | None) -> bool:
+        """Undoes `enter` for the calling thread; True when no replica thread is left."""
+        if previous is None:
+            del self._by_thread[threading.get_ident()]
+        else:
+            self._by_thread[threading.get_ident()] = previous
+        return not self._by_thread
+
+    def _list(self) -> list[Any]:
+        found = self._by_thread.get(threading.get_ident(), self._first)
+        return self.saved if found is None else found
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._list()[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._list()[index] = value
+
+    def __delitem__(self, index: Any) -> None:
+        del self._list()[index]
+
+    def __len__(self) -> int:
+        return len(self._list())
+
+    def insert(self, index: int, value: Any) -> None:
+        self._list().insert(index, value)
+
+
+@contextlib.contextmanager
+def _own_collections(graph: tf.Graph) -> Iterator[None]:
+    """Gives the calling replica thread empty per-step collections of its own in `graph`.
+
+    TF1 began each core's model_fn with an empty graph; here every replica of a trace shares
+    one, so each replica thread gets its own lists (see `_PerReplicaCollection`); after the
+    last replica leaves, the collections hold what they held before.
+    """
+    entered = []
+    with _STORES_LOCK:
+        for key in _PER_STEP_COLLECTIONS:
+            ref = graph.get_collection_ref(key)
+            if not isinstance(ref, _PerReplicaCollection):
+                ref = _PerReplicaCollection(saved=list(ref))
+                _tf_private.replace_collection(graph, key, ref)
+            entered.append((key, ref, ref.enter()))
+    try:
+        yield
+    finally:
+        with _STORES_LOCK:
+            for key, ref, previous in entered:
+                if ref.exit(previous):
+                    _tf_private.replace_collection(graph, key, ref.saved)
+
+
 @contextlib.contextmanager
 def _ema_restore_by_name() -> Iterator[None]:
     """`ExponentialMovingAverage.variables_to_restore` for variables created eagerly.
@@ -481,6 +561,15 @@ def create_global_step(registry: VariableRegistry) -> tf.Variable:
     return variable
 
 
+def _replica_root_scope() -> str:
+    """'' for the first replica (and outside a strategy), `replica_<k>` for the others."""
+    if tf.distribute.in_cross_replica_context():
+        return ""
+    replica = tf.get_static_value(
+        tf.distribute.get_replica_context().replica_id_in_sync_group)
+    return f"replica_{replica}" if replica else ""
+
+
 @contextlib.contextmanager
 def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Iterator[None]:
     """Makes the current replica's trace look like a fresh TF1 graph to the model_fn.
@@ -489,23 +578,28 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
     """
     graph = _v1.get_default_graph()
     strip_prefix = graph.get_name_scope()
-    for key in _PER_STEP_COLLECTIONS:
-        del graph.get_collection_ref(key)[:]
     tf.compat.v1.keras.backend.reset_uids()
-    for key in (_v1.GraphKeys.GLOBAL_STEP, _v1.GraphKeys.GLOBAL_VARIABLES):
-        ref = graph.get_collection_ref(key)
-        if not any(item is global_step for item in ref):
-            ref.append(global_step)
     previous_graph = getattr(_REPLICA_GRAPH, "graph", None)
     _REPLICA_GRAPH.graph = graph
     root = _v1.VariableScope(reuse=False, name="")
+    replica_root = _replica_root_scope()
     try:
         # The model_fn runs at the graph's root name scope, as in TF1 graph construction:
         # names it derives from the scope (`ExponentialMovingAverage.average_name`,
-        # `unique_name`) then match a TF1 graph's whatever loop it is traced in.
-        with graph.name_scope(None), registry.creator_scope("", step_prefix=strip_prefix), \
+        # `unique_name`) then match a TF1 graph's whatever loop it is traced in. Replicas after
+        # the first run under a root scope of their own (`replica_1/`), which the registry
+        # strips: all replicas trace into one graph, and a name scope the first replica used
+        # (`dense/`) would come back uniquified (`dense_1/`) for the next, in the variables
+        # that TF1-style code names after its name scope (Keras layers built in a graph).
+        with _own_collections(graph), \
+                graph.name_scope(None), graph.name_scope(replica_root or None) as entered, \
+                registry.creator_scope((entered or "").rstrip("/"), step_prefix=strip_prefix), \
                 _own_v1_stores(graph), _v1.variable_scope(root, auxiliary_name_scope=False), \
                 _tf_private.tf1_tensor_equality(), _ema_restore_by_name():
+            for key in (_v1.GraphKeys.GLOBAL_STEP, _v1.GraphKeys.GLOBAL_VARIABLES):
+                ref = graph.get_collection_ref(key)
+                if not any(item is global_step for item in ref):
+                    ref.append(global_step)
             yield
     finally:
         _REPLICA_GRAPH.graph = previous_graph
