@@ -9,7 +9,9 @@
 # 3. trains each recipe on the shim and evaluates that checkpoint on the legacy stack, storing
 #    the result as tests/goldens/<name>/shim_to_legacy.json;
 # 4. with no names given, records legacy's training-summary schedules
-#    (tests/legacy_recorder/summary_schedules.py -> tests/goldens/summary_schedules/).
+#    (tests/legacy_recorder/summary_schedules.py -> tests/goldens/summary_schedules/) and its
+#    run semantics: evaluate/predict without a checkpoint, init_from_checkpoint in model_fn
+#    vs scaffold_fn (tests/legacy_recorder/run_semantics.py -> tests/goldens/run_semantics/).
 # The default test run reads the goldens and never needs the legacy venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,5 +29,6 @@ for dir in tests/goldens/*/; do
 done
 if [ -z "$models" ]; then
   .venv-legacy/bin/python tests/legacy_recorder/summary_schedules.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/run_semantics.py
 fi
 du -sh tests/goldens

@@ -1,5 +1,9 @@
 """scaffold_fn + init_from_checkpoint (the BERT pattern) and warm_start_from, values checked."""
 
+import json
+import os
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -141,3 +145,54 @@ def test_ema_scaffold_restores_averages_for_predict(tmp_path, strategy):
     results = est.evaluate(lambda params: tf.data.Dataset.from_tensor_slices(
         models.digits(128, flat=True)).batch(params["batch_size"]))
     assert results["global_step"] == 4
+
+
+# ----------------------------------------------------------------------------------------
+# Legacy run semantics, replayed against tests/goldens/run_semantics/legacy.json
+# (recorded by tests/legacy_recorder/run_semantics.py on the legacy stack).
+
+_RUN_SEMANTICS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "goldens",
+                              "run_semantics", "legacy.json")
+
+
+def _run_semantics(scenario, workdir):
+    import tpu_estimator_compat
+
+    tpu_estimator_compat.install_aliases()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "legacy_recorder"))
+    try:
+        import run_semantics
+    finally:
+        sys.path.pop(0)
+    with open(_RUN_SEMANTICS) as f:
+        legacy = json.load(f)[scenario]
+    return run_semantics.run(scenario, str(workdir)), legacy
+
+
+def _assert_same_numbers(shim, legacy, path=""):
+    if isinstance(legacy, dict):
+        assert sorted(shim) == sorted(legacy), path
+        for key in legacy:
+            _assert_same_numbers(shim[key], legacy[key], f"{path}/{key}")
+    else:
+        np.testing.assert_allclose(np.asarray(shim, np.float64),
+                                   np.asarray(legacy, np.float64), rtol=2e-6, atol=1e-7,
+                                   err_msg=path)
+
+
+@pytest.mark.parametrize("scenario", ["init_in_model_fn", "init_in_scaffold_fn"])
+def test_init_from_checkpoint_maps_what_legacy_mapped(tmp_path, scenario):
+    """In model_fn: only variables built so far (slots start at zero); in scaffold_fn (run
+    after model_fn, as on legacy TPU): every variable, slots included."""
+    shim, legacy = _run_semantics(scenario, tmp_path)
+    _assert_same_numbers(shim, legacy)
+
+
+def test_evaluate_and_predict_without_checkpoint_initialise_as_legacy(tmp_path):
+    """No checkpoint in model_dir: fresh variables, global_step 0, even after a train()
+    that saved nothing (legacy's "Could not find trained model" path)."""
+    shim, legacy = _run_semantics("eval_without_checkpoint", tmp_path)
+    assert shim.pop("checkpoint_after_train") is None
+    assert shim["eval_after_train"]["global_step"] == 0
+    _assert_same_numbers(shim, legacy)

@@ -202,19 +202,34 @@ class TPUEstimator:
             return self._config.train_distribute
         return self._config.eval_distribute or self._config.train_distribute
 
-    def _runtime(self, mode: str) -> _Runtime:
+    def _runtime(self, mode: str, fresh: bool = False) -> _Runtime:
+        """The runtime (variables, global step) for `mode`'s strategy, kept across calls.
+
+        `fresh=True` gives a new one, not kept: legacy evaluated and predicted in a new graph
+        whose variables were initialised, not restored, when model_dir held no checkpoint.
+        """
         tpu_config = self._config.tpu_config
         use_tpu = self._use_tpu and (mode == ModeKeys.TRAIN or self._eval_on_tpu)
         choice = strategy_lib.select(use_tpu=use_tpu, distribute=self._distribute_for(mode),
                                      cluster=self._config.cluster,
                                      num_shards=tpu_config.num_shards)
         key = id(choice.strategy)
-        if key not in self._runtimes:
+        if fresh or key not in self._runtimes:
             registry = variables_lib.VariableRegistry()
             with choice.strategy.scope():
                 global_step = variables_lib.create_global_step(registry)
-            self._runtimes[key] = _Runtime(choice.strategy, registry, global_step)
+            runtime = _Runtime(choice.strategy, registry, global_step)
+            if fresh:
+                return runtime
+            self._runtimes[key] = runtime
         return self._runtimes[key]
+
+    def _seed_random(self) -> None:
+        """Seeds every random source as legacy's graph seed did for each new graph."""
+        if self._config.tf_random_seed is not None:
+            # Keras 2 initializers draw their seeds from Python's `random`, so seeding TF
+            # alone does not repeat a run; legacy graph mode got this from the graph seed.
+            tf.keras.utils.set_random_seed(self._config.tf_random_seed)
 
     def _plan(self, mode: str, strategy: tf.distribute.Strategy) -> inputs_lib.BatchPlan:
         name = {ModeKeys.TRAIN: "train_batch_size", ModeKeys.EVAL: "eval_batch_size",
@@ -263,10 +278,7 @@ class TPUEstimator:
         target = max_steps if max_steps is not None else (
             start_step + steps if steps is not None else None)
         plan = self._plan(ModeKeys.TRAIN, runtime.strategy)
-        if self._config.tf_random_seed is not None:
-            # Keras 2 initializers draw their seeds from Python's `random`, so seeding TF
-            # alone does not repeat a run; legacy graph mode got this from the graph seed.
-            tf.keras.utils.set_random_seed(self._config.tf_random_seed)
+        self._seed_random()
         # Only the chief writes into model_dir; the other workers of its job share it.
         lock = (safety.ModelDirLock(self._model_dir) if cluster_lib.is_chief(runtime.strategy)
                 else contextlib.nullcontext())
@@ -591,7 +603,11 @@ class TPUEstimator:
                            checkpoint: str | None, on_tpu: bool,
                            hooks: Sequence[Any] | None) -> "_InferenceSession":
         inputs_lib.check_input_fn_signature(input_fn)
-        runtime = self._runtime(mode)
+        # No checkpoint: fresh variables, initialised as legacy's new graph initialised them
+        # (global step 0), not the in-memory state a train() left in this process.
+        runtime = self._runtime(mode, fresh=checkpoint is None)
+        if checkpoint is None:
+            self._seed_random()
         plan = self._plan(mode, runtime.strategy)
         # Legacy on TPU padded a partial last batch to the full batch (model_fns may reshape
         # by params['batch_size']); legacy on CPU did not. On N replicas every replica needs

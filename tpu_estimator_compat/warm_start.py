@@ -26,6 +26,8 @@ from typing import Any, Iterator, Mapping
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import _tf_private
+
 _v1 = tf.compat.v1
 
 
@@ -62,23 +64,36 @@ def _checkpoint_file(path: str) -> str:
 
 @dataclasses.dataclass
 class InitPlan:
-    """Recorded `init_from_checkpoint` calls, applied once the variables exist."""
+    """Recorded `init_from_checkpoint` calls, applied once the variables exist.
 
-    calls: list[tuple[str, dict[Any, Any]]] = dataclasses.field(default_factory=list)
+    Each call keeps the names of the variables that existed when it was made, where that
+    is known: a TF1 graph resolved `init_from_checkpoint` against the variables built so
+    far, so a call inside model_fn before `minimize()` never touched the optimizer's slots
+    (legacy's CPU path). A call made after model_fn (legacy TPU ran scaffold_fn then) sees
+    every variable.
+    """
 
-    def record(self, ckpt_dir_or_file: str, assignment_map: Mapping[Any, Any]) -> None:
-        call = (ckpt_dir_or_file, dict(assignment_map))
+    calls: list[tuple[str, dict[Any, Any], frozenset[str] | None]] = dataclasses.field(
+        default_factory=list)
+
+    def record(self, ckpt_dir_or_file: str, assignment_map: Mapping[Any, Any],
+               existing: frozenset[str] | None = None) -> None:
+        call = (ckpt_dir_or_file, dict(assignment_map), existing)
         if call not in self.calls:  # Every replica and every trace makes the same call.
             self.calls.append(call)
 
     def apply(self, variables: Mapping[str, tf.Variable]) -> int:
         """Assigns every mapped variable from its checkpoint; returns how many were set."""
         count = 0
-        for ckpt, assignment_map in self.calls:
+        for ckpt, assignment_map, existing in self.calls:
             path = _checkpoint_file(ckpt)
             reader = tf.train.load_checkpoint(path)
+            visible = (variables if existing is None else
+                       {name: v for name, v in variables.items() if name in existing})
+            # A TF1 graph's scope map that matched no variable built so far did nothing.
             for ckpt_name, variable in resolve_assignment_map(
-                    reader.get_variable_to_shape_map(), assignment_map, variables, path):
+                    reader.get_variable_to_shape_map(), assignment_map, visible, path,
+                    require_match=existing is None):
                 variable.assign(reader.get_tensor(ckpt_name))
                 count += 1
         if count:
@@ -88,7 +103,8 @@ class InitPlan:
 
 def resolve_assignment_map(checkpoint_shapes: Mapping[str, Any], assignment_map: Mapping[Any, Any],
                            variables: Mapping[str, tf.Variable],
-                           path: str) -> list[tuple[str, tf.Variable]]:
+                           path: str, require_match: bool = True
+                           ) -> list[tuple[str, tf.Variable]]:
     """Pairs checkpoint names with variables, following init_from_checkpoint's rules.
 
     Keys are checkpoint names or scopes (`'scope/'`, `'/'` for the root); values are
@@ -113,7 +129,7 @@ def resolve_assignment_map(checkpoint_shapes: Mapping[str, Any], assignment_map:
                 if ckpt_name in checkpoint_shapes:
                     pairs.append((ckpt_name, variable))
                     matched += 1
-            if not matched:
+            if not matched and require_match:
                 raise ValueError(
                     f"init_from_checkpoint: no variable under scope {target!r} matches a "
                     f"tensor under {key!r} in checkpoint {path}.")
@@ -140,13 +156,26 @@ def capture_init_from_checkpoint(plan: InitPlan) -> Iterator[None]:
     original = _v1.train.init_from_checkpoint
 
     def record(ckpt_dir_or_file: str, assignment_map: Mapping[Any, Any]) -> None:
-        plan.record(ckpt_dir_or_file, assignment_map)
+        plan.record(ckpt_dir_or_file, assignment_map, _variables_built_so_far())
 
     _v1.train.init_from_checkpoint = record
     try:
         yield
     finally:
         _v1.train.init_from_checkpoint = original
+
+
+def _variables_built_so_far() -> frozenset[str] | None:
+    """The v1 names of the variables the calling model_fn has built so far, if tracing one.
+
+    What TF1's `init_from_checkpoint` resolved a scope map against: the graph's variable
+    store at the moment of the call. Inside a replica step the store is the replica's own
+    (`variables.replica_scope`); outside any trace (scaffold_fn on the host) there is no
+    such moment, and None means every variable.
+    """
+    if not tf.inside_function():
+        return None
+    return frozenset(_tf_private.v1_store_variable_names())
 
 
 class _RecordingSaver:
