@@ -72,6 +72,22 @@ def split_cpu(replicas: int) -> None:
         ) from e
 
 
+def legacy_numpy_printing() -> bool:
+    """Prints numpy scalars as numpy 1.x did (`0.125`, not `np.float32(0.125)`); True if set.
+
+    TF1 scripts print `estimator.evaluate(...)`'s dict of numpy scalars, and their users (and
+    their log-parsing tools) read lines like `{'accuracy': 0.125, 'global_step': 4}`, which is
+    what the legacy stack (numpy < 2) printed. numpy 2 offers exactly that switch; the launcher
+    owns its process, so it sets it. Code using the library directly is left as it is.
+    """
+    import numpy as np
+
+    if int(np.__version__.split(".")[0]) < 2:
+        return False
+    np.set_printoptions(legacy="1.25")
+    return True
+
+
 def _announce(msg: str, *args: Any) -> None:
     """Logs one INFO line even before the script raised absl's verbosity to INFO.
 
@@ -116,6 +132,8 @@ def run(args: argparse.Namespace) -> Any:
     if args.cpu_replicas is not None:
         split_cpu(args.cpu_replicas)
     aliases.install_aliases()
+    if legacy_numpy_printing():
+        logging.debug("numpy scalars print as in numpy 1.x (np.set_printoptions(legacy='1.25')).")
     user_code = tf1_mode.UserCode.for_script(
         script, packages=[p.strip() for p in args.tf1_packages.split(",")])
     script_builtins: Any = builtins
