@@ -146,7 +146,8 @@ def _root_name_taken(name: str) -> bool:
     `loss_1` when model_fn (e.g. `tf.variable_scope('loss')`) had taken `loss`.
     """
     graph = tf.compat.v1.get_default_graph()
-    return graph.unique_name(name, mark_as_used=False) != name
+    scope = graph.get_name_scope()  # A replica's own root (`replica_1`), or the root.
+    return graph.unique_name(name, mark_as_used=False) != (f"{scope}/{name}" if scope else name)
 
 
 def _warn_dropped_summaries() -> None:
