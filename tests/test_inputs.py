@@ -425,3 +425,68 @@ def test_broadcast_deployment_keeps_legacy_single_invocation():
     plan = _plan(InputPipelineConfig.BROADCAST, batch=8, replicas=4, hosts=2)
     ctx = inputs.TPUContext(_host_context(1), plan, _TRAIN, input_device="/cpu:0")
     assert ctx.current_input_fn_deployment() == ("/cpu:0", 0, 1, 4)
+
+
+# batch_axis: HWCN images (`transpose_input`) split along their batch axis.
+
+
+def _hwcn_input_fn(num_rows=64):
+    """Images of shape [2, 1, 1, N] (HWCN) whose values name their row; labels 10 * row."""
+
+    def input_fn(params):
+        ds = tf.data.Dataset.range(num_rows).map(
+            lambda r: (tf.fill([2, 1, 1], tf.cast(r, tf.float32)), r * 10))
+        ds = ds.batch(params["batch_size"], drop_remainder=False)
+        return ds.map(lambda x, y: (tf.transpose(x, [1, 2, 3, 0]), y))
+
+    return input_fn
+
+
+def test_distribute_per_host_v1_splits_hwcn_features_along_batch_axis(strategy):
+    replicas = strategy.num_replicas_in_sync
+    plan = _plan(InputPipelineConfig.PER_HOST_V1, batch=16, replicas=replicas)
+    dist = inputs.distribute(strategy, _hwcn_input_fn(), params={}, config=None, mode=_TRAIN,
+                             plan=plan, use_tpu=True,
+                             batch_axis=inputs.check_batch_axis((3, 0)))
+    per_replica = 16 // replicas
+    for step, per_step in enumerate(_per_replica_batches(strategy, dist, steps=2)):
+        for i, (features, labels) in enumerate(per_step):
+            rows = np.arange(step * 16 + i * per_replica, step * 16 + (i + 1) * per_replica)
+            assert features.shape == (2, 1, 1, per_replica)
+            np.testing.assert_array_equal(features[0, 0, 0], rows)
+            np.testing.assert_array_equal(labels, rows * 10)
+
+
+def test_distribute_pads_hwcn_eval_batches_along_batch_axis(strategy):
+    """A partial last batch is padded along N (axis 3), masked, then split per replica."""
+    replicas = strategy.num_replicas_in_sync
+    plan = _plan(InputPipelineConfig.PER_HOST_V1, batch=16, replicas=replicas)
+    dist = inputs.distribute(strategy, _hwcn_input_fn(num_rows=20), params={}, config=None,
+                             mode="eval", plan=plan, use_tpu=True, repeat_tensors=False,
+                             pad=True, batch_axis=inputs.check_batch_axis((3, 0)))
+    seen_rows, seen_masks = [], []
+    iterator = iter(dist)
+    for _ in range(2):
+        element = next(iterator)
+        for features, labels, mask in zip(
+                strategy.experimental_local_results(element["features"]),
+                strategy.experimental_local_results(element["labels"]),
+                strategy.experimental_local_results(element[inputs.MASK_KEY])):
+            assert features.shape == (2, 1, 1, 16 // replicas)
+            np.testing.assert_array_equal(features.numpy()[0, 0, 0] * 10, labels.numpy())
+            seen_rows += list(labels.numpy()[mask.numpy()] // 10)
+            seen_masks += list(mask.numpy())
+    assert sorted(seen_rows) == list(range(20))  # Every example once.
+    assert sum(seen_masks) == 20
+
+
+@pytest.mark.parametrize("bad", [3, (3, -1), ("3", 0), (), (True, 0)])
+def test_check_batch_axis_names_the_argument(bad):
+    with pytest.raises(ValueError, match="`batch_axis` must be a tuple"):
+        inputs.check_batch_axis(bad)
+
+
+def test_batch_axis_with_wrong_tensor_count_says_how_many():
+    axes = inputs.check_batch_axis((3, 0, 0))
+    with pytest.raises(ValueError, match="has 3 entries .* yields 2 tensors"):
+        axes.of((tf.zeros([1, 1, 1, 2]), tf.zeros([2])))

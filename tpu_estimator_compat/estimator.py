@@ -154,7 +154,7 @@ class TPUEstimator:
         self._eval_on_tpu = eval_on_tpu
         self._export_to_tpu = export_to_tpu
         self._warm_start_from = warm_start_from
-        self._batch_axis = batch_axis
+        self._batch_axis = inputs_lib.check_batch_axis(batch_axis)
         self._runtimes: dict[int, _Runtime] = {}
         cross_shard.install()
         optimizer_apply.install()
@@ -212,7 +212,9 @@ class TPUEstimator:
         use_tpu = self._use_tpu and (mode == ModeKeys.TRAIN or self._eval_on_tpu)
         choice = strategy_lib.select(use_tpu=use_tpu, distribute=self._distribute_for(mode),
                                      cluster=self._config.cluster,
-                                     num_shards=tpu_config.num_shards)
+                                     num_shards=tpu_config.num_shards,
+                                     num_cores_per_replica=tpu_config.num_cores_per_replica,
+                                     partitioned_inputs=bool(tpu_config.input_partition_dims))
         key = id(choice.strategy)
         if fresh or key not in self._runtimes:
             registry = variables_lib.VariableRegistry()
@@ -296,7 +298,8 @@ class TPUEstimator:
         """The body of train(), with model_dir locked and the runtime's scopes entered."""
         dataset = inputs_lib.distribute(
             runtime.strategy, input_fn, params=self._params, config=self._config,
-            mode=ModeKeys.TRAIN, plan=plan, use_tpu=self._use_tpu)
+            mode=ModeKeys.TRAIN, plan=plan, use_tpu=self._use_tpu,
+            batch_axis=self._batch_axis)
         iterator = inputs_lib.iterate(dataset)
         init_plan = warm_start_lib.InitPlan()
         # Tracing creates the variables; only then can a checkpoint be restored.
@@ -617,7 +620,8 @@ class TPUEstimator:
         with runtime.scope():
             dataset = inputs_lib.distribute(
                 runtime.strategy, input_fn, params=self._params, config=self._config,
-                mode=mode, plan=plan, use_tpu=on_tpu, repeat_tensors=False, pad=padded)
+                mode=mode, plan=plan, use_tpu=on_tpu, repeat_tensors=False, pad=padded,
+                batch_axis=self._batch_axis)
             iterator = inputs_lib.iterate(dataset)
             if key not in runtime.functions:
                 record = replica_step.TraceRecord()

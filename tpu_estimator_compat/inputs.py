@@ -259,31 +259,95 @@ def _as_dict(element: Any) -> dict[str, Any]:
     return out
 
 
-def _rows(element: dict[str, Any]) -> tf.Tensor:
-    return tf.shape(tf.nest.flatten(element)[0], out_type=tf.int64)[0]
+def _rows(element: dict[str, Any], axes: "BatchAxes") -> tf.Tensor:
+    first = tf.nest.flatten(element)[0]
+    return tf.shape(first, out_type=tf.int64)[axes.of(element)[0]]
 
 
-def _pad_rows(tensor: tf.Tensor, batch: int) -> tf.Tensor:
-    missing = batch - tf.shape(tensor)[0]
-    filler = tf.fill(tf.concat([[missing], tf.shape(tensor)[1:]], 0),
+def _pad_rows(tensor: tf.Tensor, batch: int, axis: int = 0) -> tf.Tensor:
+    shape = tf.shape(tensor)
+    missing = batch - shape[axis]
+    filler = tf.fill(tf.tensor_scatter_nd_update(shape, [[axis]], [missing]),
                      tf.zeros([], tensor.dtype) if tensor.dtype != tf.string else "")
-    padded = tf.concat([tensor, filler], 0)
-    padded.set_shape([batch] + tensor.shape[1:].as_list())
+    padded = tf.concat([tensor, filler], axis)
+    static = tensor.shape.as_list()
+    if static:
+        static[axis] = batch
+        padded.set_shape(static)
     return padded
 
 
-def pad_and_mask(dataset: tf.data.Dataset, batch: int) -> tf.data.Dataset:
+@dataclasses.dataclass(frozen=True)
+class BatchAxes:
+    """Which axis of each input tensor is its batch axis: TPUEstimator's `batch_axis`.
+
+    Legacy took one int per tensor of `(features, labels)` flattened (`nest` order: dict
+    features by sorted key, then labels), e.g. `(3, 0)` for HWCN images and their labels.
+    None means axis 0 for every tensor.
+    """
+
+    axes: tuple[int, ...] | None = None
+
+    def of(self, element: Any) -> list[int]:
+        """The batch axis of each flattened tensor of `element` (same order as nest)."""
+        flat = tf.nest.flatten(element)
+        if self.axes is None:
+            return [0] * len(flat)
+        structure = element
+        if isinstance(element, dict) and MASK_KEY in element:
+            structure = {k: v for k, v in element.items() if k != MASK_KEY}
+        count = len(tf.nest.flatten(structure))
+        if len(self.axes) != count:
+            raise ValueError(
+                f"`batch_axis` has {len(self.axes)} entries ({self.axes}) but input_fn yields "
+                f"{count} tensors (features, then labels, flattened). Give one axis per "
+                "tensor, e.g. batch_axis=(3, 0) for HWCN images and their labels.")
+        axes = list(self.axes)
+        if structure is not element:  # The mask is a [batch] vector added by padding.
+            axes = [axes[i] for i in range(count)]
+            keys = sorted(element)
+            mask_at = sum(len(tf.nest.flatten(element[k])) for k in keys[:keys.index(MASK_KEY)])
+            axes.insert(mask_at, 0)
+        return axes
+
+    def split(self, element: Any, parts: int) -> tf.data.Dataset:
+        """`parts` consecutive slices of one batch, each tensor cut along its batch axis."""
+        flat = tf.nest.flatten(element)
+        pieces = [tf.split(t, parts, axis=a) for t, a in zip(flat, self.of(element))]
+        return tf.data.Dataset.from_tensor_slices(
+            tf.nest.pack_sequence_as(element, [tf.stack(p) for p in pieces]))
+
+
+def check_batch_axis(batch_axis: Any) -> BatchAxes:
+    """Validates TPUEstimator's `batch_axis` argument the way a user can fix it."""
+    if batch_axis is None:
+        return BatchAxes()
+    if (not isinstance(batch_axis, (tuple, list)) or not batch_axis
+            or not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0
+                       for a in batch_axis)):
+        raise ValueError(
+            f"`batch_axis` must be a tuple of non-negative ints, one per tensor of "
+            f"(features, labels); received {batch_axis!r}. E.g. batch_axis=(3, 0) for HWCN "
+            "images and their labels.")
+    return BatchAxes(tuple(batch_axis))
+
+
+def pad_and_mask(dataset: tf.data.Dataset, batch: int,
+                 axes: BatchAxes = BatchAxes()) -> tf.data.Dataset:
     """Pads every batch to `batch` rows with a boolean `padding_mask`, then pads forever.
 
     The real batches (mask True on real rows) are followed by an endless stream of all-masked
     batches, so every replica gets a full, static-shape batch at every step and the loop
     stops at the first step with no real row anywhere. Nothing is dropped or counted twice.
+    Tensors are padded along their batch axis (`axes`).
     """
     dataset = dataset.map(lambda *element: _as_dict(element if len(element) > 1 else element[0]))
 
     def pad(element: dict[str, Any]) -> dict[str, Any]:
-        rows = _rows(element)
-        padded = tf.nest.map_structure(lambda t: _pad_rows(t, batch), element)
+        rows = _rows(element, axes)
+        flat = tf.nest.flatten(element)
+        padded = tf.nest.pack_sequence_as(
+            element, [_pad_rows(t, batch, a) for t, a in zip(flat, axes.of(element))])
         padded[MASK_KEY] = tf.range(batch, dtype=tf.int64) < rows
         return padded
 
@@ -344,14 +408,19 @@ def _share_by_host(dataset: tf.data.Dataset, input_context: tf.distribute.InputC
 def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any], *,
                params: dict[str, Any], config: Any, mode: str, plan: BatchPlan,
                use_tpu: bool, repeat_tensors: bool = True,
-               pad: bool = False) -> tf.distribute.DistributedDataset:
+               pad: bool = False,
+               batch_axis: BatchAxes = BatchAxes()) -> tf.distribute.DistributedDataset:
     """Calls input_fn once per host and returns the per-replica distributed dataset.
 
     With `pad` (evaluation and prediction on several replicas) elements become dicts
     `{features, [labels], padding_mask}` of static batch size, followed by endless fully
-    masked batches (see `pad_and_mask`).
+    masked batches (see `pad_and_mask`). `batch_axis` is honoured where legacy honoured it:
+    PER_HOST_V1 with use_tpu=True, whose host batches are split (and padded) along each
+    tensor's batch axis; elsewhere legacy ignored it, and so does this.
     """
     fed_to_devices = _feeds_devices(strategy)
+    if not (use_tpu and plan.pipeline == InputPipelineConfig.PER_HOST_V1):
+        batch_axis = BatchAxes()
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         reads: list[bool] = []
@@ -364,8 +433,13 @@ def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any], *
                                  shards_itself=bool(reads))
         endless = _cardinality(dataset) == tf.data.INFINITE_CARDINALITY
         if pad:
-            dataset = pad_and_mask(dataset, plan.for_input_fn)
-        if plan.rebatch_to is not None:
+            dataset = pad_and_mask(dataset, plan.for_input_fn, batch_axis)
+        if plan.rebatch_to is not None and batch_axis.axes is not None:
+            parts = plan.for_input_fn // plan.rebatch_to
+            dataset = dataset.flat_map(
+                lambda *element: batch_axis.split(
+                    element if len(element) > 1 else element[0], parts))
+        elif plan.rebatch_to is not None:
             dataset = dataset.rebatch(plan.rebatch_to)
         if plan.pipeline == InputPipelineConfig.BROADCAST and plan.num_replicas > 1:
             # Every replica of this host takes the same whole batch, as the broadcast infeed
