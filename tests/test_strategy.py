@@ -35,6 +35,7 @@ def log(monkeypatch):
     monkeypatch.setattr(strategy_lib, "logging", recorder)
     # The mismatch warning is once per process; start each test with none given yet.
     monkeypatch.setattr(strategy_lib, "_WARNED_SHARD_MISMATCH", set())
+    monkeypatch.setattr(strategy_lib, "_WARNED_MODEL_PARALLEL", set())
     return recorder
 
 
@@ -140,3 +141,23 @@ def test_fallback_num_shards_mismatch_warns_once(log):
     for _ in range(3):
         strategy_lib.select(use_tpu=True, distribute=None, num_shards=2)
     assert len(log.of_level("warning")) == 1
+
+
+def test_model_parallel_settings_run_unpartitioned_with_one_warning(log):
+    """3D U-Net / Mask R-CNN style num_cores_per_replica: no stop, one line saying so."""
+    for _ in range(2):
+        choice = strategy_lib.select(use_tpu=True, distribute=None, num_cores_per_replica=2,
+                                     partitioned_inputs=True)
+    _assert_cpu_fallback(choice)
+    warnings = [msg % args for msg, args in log.of_level("warning")]
+    assert warnings == [
+        "TPUConfig num_cores_per_replica=2 with input_partition_dims asks for model "
+        "parallelism, which tpu_estimator_compat does not apply off TPU: each of the 8 "
+        "replica(s) of MirroredStrategy runs the whole model on one device, unpartitioned "
+        "(the same math; it must fit one device's memory)."]
+
+
+@pytest.mark.parametrize("cores, use_tpu", [(None, True), (1, True), (2, False)])
+def test_no_model_parallel_warning_when_nothing_is_partitioned(log, cores, use_tpu):
+    strategy_lib.select(use_tpu=use_tpu, distribute=None, num_cores_per_replica=cores)
+    assert not log.of_level("warning")

@@ -129,8 +129,37 @@ def _multi_worker(resolver: Any) -> StrategyChoice:
 _WARNED_SHARD_MISMATCH: set[tuple[int, str, int]] = set()
 
 
+_WARNED_MODEL_PARALLEL: set[tuple[int, str, int]] = set()
+
+
+def _warn_unpartitioned(num_cores_per_replica: int | None, partitioned_inputs: bool,
+                        choice: StrategyChoice) -> None:
+    """Model parallelism (3D U-Net, Mask R-CNN) runs unpartitioned here, said once per setup.
+
+    Legacy split each replica's model over `num_cores_per_replica` TPU cores (spatial
+    partitioning of `input_partition_dims`). Every replica here holds the whole model on one
+    device: the same math, more memory per device.
+    """
+    if not num_cores_per_replica or num_cores_per_replica == 1:
+        return
+    replicas = choice.strategy.num_replicas_in_sync
+    key = (num_cores_per_replica, type(choice.strategy).__name__, replicas)
+    if key in _WARNED_MODEL_PARALLEL:
+        return
+    _WARNED_MODEL_PARALLEL.add(key)
+    logging.warning(
+        "TPUConfig num_cores_per_replica=%d%s asks for model parallelism, which "
+        "tpu_estimator_compat does not apply%s: each of the %d replica(s) of %s runs the whole "
+        "model on one device, unpartitioned (the same math; it must fit one device's memory).",
+        num_cores_per_replica,
+        " with input_partition_dims" if partitioned_inputs else "",
+        " on TPUs yet" if choice.is_tpu else " off TPU", replicas, key[1])
+
+
 def select(*, use_tpu: bool, distribute: tf.distribute.Strategy | None,
-           cluster: Any = None, num_shards: int | None = None) -> StrategyChoice:
+           cluster: Any = None, num_shards: int | None = None,
+           num_cores_per_replica: int | None = None,
+           partitioned_inputs: bool = False) -> StrategyChoice:
     """Picks the strategy for one mode and logs one line saying which and why."""
     if distribute is not None:
         choice = StrategyChoice(distribute, "given by RunConfig",
@@ -153,4 +182,6 @@ def select(*, use_tpu: bool, distribute: tf.distribute.Strategy | None,
             logging.warning(
                 "TPUConfig num_shards=%d but %s has %d replica(s); running on %d. Batch "
                 "sizes must divide by %d.", num_shards, key[1], replicas, replicas, replicas)
+    if use_tpu:
+        _warn_unpartitioned(num_cores_per_replica, partitioned_inputs, choice)
     return choice
