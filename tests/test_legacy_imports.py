@@ -152,14 +152,22 @@ def test_modules_are_real_and_shared_between_paths():
      "`tensorflow_estimator.python.estimator.tpu.tpu_estimator.NoSuch`"),
     ("import tensorflow.contrib.tpu.python.tpu.tpu_estimator.NoSuch",
      "`tf.contrib.tpu.python.tpu.tpu_estimator.NoSuch`"),
+    ("from tensorflow.compat.v1.estimator import NoSuch", "`tf.estimator.NoSuch`"),
+    ("from tensorflow.estimator.tpu import TPUDistributionStrategy",
+     "`tf.estimator.tpu.TPUDistributionStrategy`"),
+    ("from tensorflow_estimator.python.estimator.canned.dnn import NoSuch",
+     "`tensorflow_estimator.python.estimator.canned.dnn.NoSuch`"),
 ])
 @pytest.mark.parametrize("mode", ["plain", "tf1"])
 def test_missing_name_fails_with_our_error_naming_it(statement, symbol, mode):
     builtins_dict = tf1_mode.tf1_builtins() if mode == "tf1" else None
     with pytest.raises(ImportError) as e:
         _exec(statement, builtins_dict)
-    assert symbol in str(e.value)
-    assert "tpu_estimator_compat" in str(e.value) and "cannot import name" not in str(e.value)
+    message = str(e.value)
+    assert symbol in message and "is not available on TensorFlow 2 through tpu_estimator_compat" \
+        in message
+    if mode == "plain":  # TF1 mode prefixes its own "cannot import name ... in TF1 mode:".
+        assert "cannot import name" not in message
 
 
 def test_unrunnable_legacy_symbols_fail_when_used():
@@ -187,6 +195,14 @@ def test_load_global_step_reads_a_real_checkpoint(tmp_path):
             session.run(tf.compat.v1.assign(step, 7))
             tf.compat.v1.train.Saver().save(session, str(tmp_path / "model.ckpt"), global_step=7)
     assert helper(str(tmp_path)) == 7
+
+
+def test_real_modules_served_under_legacy_names_keep_their_kind():
+    import tf_slim.nets.inception_v3 as real
+
+    from tensorflow.contrib.slim.python.slim.nets import inception_v3
+
+    assert inception_v3 is real and "__path__" not in real.__dict__
 
 
 def test_finder_ignores_other_modules():

@@ -169,12 +169,17 @@ def _build_estimator_submodule(root: str, parts: Sequence[str]) -> types.ModuleT
 
 
 def _no_such_module(fullname: str) -> LegacyImportError:
+    """The error for `fullname`, worded like the attribute errors of the alias namespaces."""
     parent, _, symbol = fullname.rpartition(".")
+    root = next((r for r in _ESTIMATOR_ROOTS if fullname.startswith(r + ".")), None)
     if parent.startswith(_CONTRIB):
         display, hint = "tf.contrib" + fullname[len(_CONTRIB):], aliases.CONTRIB_HINT
+    elif root is not None:
+        display, hint = "tf.estimator" + fullname[len(root):], aliases.ESTIMATOR_HINT
     else:
         display = fullname.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
         hint = aliases.ESTIMATOR_HINT
+    hint = getattr(sys.modules.get(parent), "_alias_hint", None) or hint
     return LegacyImportError(
         f"`{display}` is not available on TensorFlow 2 through tpu_estimator_compat "
         f"(importing {symbol!r} from {parent!r}). {hint}", name=fullname)
@@ -234,9 +239,13 @@ class LegacyModuleFinder(importlib.abc.MetaPathFinder):
         module = build_module(fullname)
         if module is None:
             return None
-        # A package, so `from m import missing` asks this finder for `m.missing` and gets our
-        # error instead of Python's "cannot import name".
-        return importlib.machinery.ModuleSpec(fullname, _ServedLoader(module), is_package=True)
+        # Alias modules are packages, so `from m import missing` asks this finder for
+        # `m.missing` and gets our error instead of Python's "cannot import name". A real
+        # module served under a legacy name (tf-slim's) keeps its own kind.
+        is_package = (isinstance(module, aliases.AliasNamespace)
+                      or "__path__" in module.__dict__)
+        return importlib.machinery.ModuleSpec(fullname, _ServedLoader(module),
+                                              is_package=is_package)
 
 
 _lock = threading.Lock()
