@@ -15,6 +15,7 @@ import tensorflow as tf
 import tf_slim
 import tf_slim.nets.inception
 import tf_slim.nets.inception_v3
+import tf_slim.training.evaluation
 
 import tpu_estimator_compat
 from tpu_estimator_compat import aliases
@@ -75,6 +76,8 @@ _FORMS = [
      "m.xavier_initializer", tf_slim.xavier_initializer),
     ("from tensorflow.contrib.layers.python.layers import regularizers as m",
      "m.l2_regularizer", tf_slim.l2_regularizer),
+    ("from tensorflow.contrib.training.python.training import evaluation as m",
+     "m.checkpoints_iterator", tf_slim.training.evaluation.checkpoints_iterator),
     ("from tensorflow.contrib.slim.nets import inception as m", "m.inception_v3",
      tf_slim.nets.inception.inception_v3),
     ("from tensorflow.contrib.slim.python.slim.nets.inception_v3 import inception_v3_base as m",
@@ -195,6 +198,21 @@ def test_load_global_step_reads_a_real_checkpoint(tmp_path):
             session.run(tf.compat.v1.assign(step, 7))
             tf.compat.v1.train.Saver().save(session, str(tmp_path / "model.ckpt"), global_step=7)
     assert helper(str(tmp_path)) == 7
+
+
+def test_efficientnet_resume_idiom_reads_the_step_the_estimator_wrote(tmp_path):
+    """tensorflow/tpu efficientnet main.py: contrib TPUEstimator, then the private step read."""
+    import models  # tests/models.py: tiny r1 model_fns.
+    from tensorflow.contrib import tpu as contrib_tpu
+    from tensorflow.python.estimator import estimator
+
+    assert estimator._load_global_step_from_checkpoint_dir(str(tmp_path)) == 0
+    config = contrib_tpu.RunConfig(model_dir=str(tmp_path),
+                                   tpu_config=contrib_tpu.TPUConfig(iterations_per_loop=3))
+    est = contrib_tpu.TPUEstimator(model_fn=models.linear_model_fn, config=config,
+                                   use_tpu=False, train_batch_size=32)
+    est.train(models.digits_input_fn(flat=True), max_steps=6)
+    assert estimator._load_global_step_from_checkpoint_dir(str(tmp_path)) == 6
 
 
 def test_real_modules_served_under_legacy_names_keep_their_kind():
