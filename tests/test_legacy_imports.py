@@ -15,7 +15,7 @@ import tensorflow as tf
 import tf_slim
 import tf_slim.nets.inception
 import tf_slim.nets.inception_v3
-import tf_slim.training.evaluation
+from tf_slim.training import evaluation as slim_evaluation
 
 import tpu_estimator_compat
 from tpu_estimator_compat import aliases
@@ -77,7 +77,7 @@ _FORMS = [
     ("from tensorflow.contrib.layers.python.layers import regularizers as m",
      "m.l2_regularizer", tf_slim.l2_regularizer),
     ("from tensorflow.contrib.training.python.training import evaluation as m",
-     "m.checkpoints_iterator", tf_slim.training.evaluation.checkpoints_iterator),
+     "m.checkpoints_iterator", slim_evaluation.checkpoints_iterator),
     ("from tensorflow.contrib.slim.nets import inception as m", "m.inception_v3",
      tf_slim.nets.inception.inception_v3),
     ("from tensorflow.contrib.slim.python.slim.nets.inception_v3 import inception_v3_base as m",
