@@ -109,6 +109,12 @@ _FORMS = [
      training.Exporter),
     ("from tensorflow_estimator.python.estimator.export import export_output as m",
      "m.PredictOutput", export_lib.PredictOutput),
+    ("from tensorflow.python.estimator import export as m", "m.ServingInputReceiver",
+     export_lib.ServingInputReceiver),
+    ("from tensorflow.python.estimator.export import export_output as m", "m.__name__",
+     "tensorflow.python.estimator.export.export_output"),
+    ("from tensorflow.python.estimator import inputs as m", "m.numpy_input_fn.__name__",
+     "numpy_input_fn"),
     ("from tensorflow_estimator.python.estimator.hooks import basic_session_run_hooks as m",
      "m.LoggingTensorHook", tf.compat.v1.train.LoggingTensorHook),
     ("from tensorflow.compat.v1.estimator.experimental import stop_if_no_decrease_hook as m",
@@ -227,7 +233,9 @@ def test_finder_ignores_other_modules():
     finder = legacy_imports.LegacyModuleFinder()
     assert finder.find_spec("json", None) is None
     assert finder.find_spec("tensorflow.python.ops", None) is None
-    assert finder.find_spec("tensorflow.contribution", None) is None
+    for look_alike in ("tensorflow.contribution", "tensorflow_estimators", "tensorflow.estimators",
+                       "tensorflow.python.estimators", "tensorflow.compat.v1.estimatorx"):
+        assert finder.find_spec(look_alike, None) is None, look_alike
     assert sum(isinstance(f, legacy_imports.LegacyModuleFinder) for f in sys.meta_path) == 1
 
 

@@ -117,7 +117,7 @@ def _estimator_sources() -> list[Callable[[], Any]]:
 
 
 def _build_private_estimator(name: str, relative: str) -> types.ModuleType:
-    display = name.replace(f"{_TF_PRIVATE_ESTIMATOR}", _TFE_PRIVATE)
+    display = name.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
     return _namespace(name, display, _estimator_sources(),
                       members=dict(_PRIVATE_HELPERS.get(relative, {})),
                       hint=aliases.ESTIMATOR_HINT)
@@ -140,11 +140,13 @@ def _build_contrib(name: str, parts: Sequence[str]) -> types.ModuleType | None:
     for prefix in _SLIM_PREFIXES:
         if rest.startswith(prefix):
             return _tf_slim_module(rest[len(prefix):])
-    if len(parts) == 1:
-        return getattr(contrib, parts[0])
-    if parts[1] != "python" or len(parts) > _CONTRIB_MODULE_DEPTH:
+    if parts[0].startswith("_"):
         return None
     sub = getattr(contrib, parts[0])
+    if len(parts) == 1:
+        return sub
+    if parts[1] != "python" or len(parts) > _CONTRIB_MODULE_DEPTH:
+        return None
     sources: list[Callable[[], Any]] = [lambda: sub]
     slim_twin = _tf_slim_module(f"{parts[0]}.{parts[-1]}") if len(parts) == 4 else None
     if slim_twin is not None:
@@ -161,7 +163,7 @@ def _tf_slim_module(relative: str) -> types.ModuleType | None:
         return None
 
 
-def _build_estimator_submodule(root: str, parts: Sequence[str]) -> types.ModuleType | None:
+def _build_estimator_submodule(parts: Sequence[str]) -> types.ModuleType | None:
     obj: Any = _estimator()
     for part in parts:
         obj = getattr(obj, part, None)
@@ -185,6 +187,10 @@ def _no_such_module(fullname: str) -> LegacyImportError:
         f"(importing {symbol!r} from {parent!r}). {hint}", name=fullname)
 
 
+def _under(fullname: str, prefix: str) -> bool:
+    return fullname == prefix or fullname.startswith(prefix + ".")
+
+
 def build_module(fullname: str) -> types.ModuleType | None:
     """The module served under `fullname`, None when `fullname` is not a legacy path.
 
@@ -192,25 +198,24 @@ def build_module(fullname: str) -> types.ModuleType | None:
     """
     if not fullname.startswith(_PREFIXES) or not aliases.installed_namespaces():
         return None
-    parts = fullname.split(".")
-    if fullname == _CONTRIB or fullname.startswith(_CONTRIB + "."):
-        module = _build_contrib(fullname, parts[2:])
+    if _under(fullname, _CONTRIB):
+        module = _build_contrib(fullname, fullname.split(".")[2:])
     elif fullname == _TFE:
         module = _build_tensorflow_estimator(fullname)
-    elif fullname in (f"{_TFE}.python", _TFE_PRIVATE, "tensorflow.python.estimator"):
-        module = _namespace(fullname, fullname, _estimator_sources() if "estimator" in parts[-1:]
-                            else [], hint=aliases.ESTIMATOR_HINT)
-    elif fullname.startswith(_TFE_PRIVATE + ".") or fullname.startswith(
-            _TF_PRIVATE_ESTIMATOR + "."):
+    elif fullname in (f"{_TFE}.python", _TFE_PRIVATE, _TF_PRIVATE_ESTIMATOR):
+        # Packages whose `__init__` defined nothing: every name below them is a submodule.
+        module = _namespace(fullname, fullname.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE), [],
+                            hint=aliases.ESTIMATOR_HINT)
+    elif _under(fullname, _TFE_PRIVATE) or _under(fullname, _TF_PRIVATE_ESTIMATOR):
         base = _TFE_PRIVATE if fullname.startswith(_TFE) else _TF_PRIVATE_ESTIMATOR
         relative = fullname[len(base) + 1:]
         module = (_build_private_estimator(fullname, relative)
                   if relative in _PRIVATE_ESTIMATOR_MODULES else None)
-    elif fullname.startswith(_ESTIMATOR_ROOTS):
-        root = next(r for r in _ESTIMATOR_ROOTS if fullname.startswith(r))
-        module = _build_estimator_submodule(root, fullname[len(root) + 1:].split("."))
-    else:  # A look-alike prefix such as `tensorflow.contribx`.
-        return None
+    else:
+        root = next((r for r in _ESTIMATOR_ROOTS if fullname.startswith(r + ".")), None)
+        if root is None:  # A look-alike such as `tensorflow.contribution`.
+            return None
+        module = _build_estimator_submodule(fullname[len(root) + 1:].split("."))
     if module is None:
         raise _no_such_module(fullname)
     return module
@@ -262,4 +267,4 @@ def install_finder() -> None:
 def serves(fullname: str) -> bool:
     """True for `tensorflow.*` paths whose modules only this finder has (not attributes of
     `tf.compat.v1`): TF1 mode sends imports of these to the real import system."""
-    return fullname == _CONTRIB or fullname.startswith((_CONTRIB + ".", _TF_PRIVATE_ESTIMATOR))
+    return _under(fullname, _CONTRIB) or _under(fullname, _TF_PRIVATE_ESTIMATOR)
