@@ -90,10 +90,60 @@ def test_install_is_idempotent():
 
 def test_missing_estimator_symbol_names_it_and_the_fix():
     with pytest.raises(aliases.LegacySymbolError) as e:
-        tf.estimator.DNNClassifier  # noqa: B018
-    assert "`tf.estimator.DNNClassifier`" in str(e.value)
+        tf.estimator.NoSuchEstimator  # noqa: B018
+    assert "`tf.estimator.NoSuchEstimator`" in str(e.value)
     assert "use_tpu=False" in str(e.value)
     assert not hasattr(tf.estimator.tpu, "TPUDistributionStrategy")
+
+
+def test_unrunnable_estimator_classes_subclass_and_fail_when_constructed():
+    class MyClassifier(tf.estimator.DNNClassifier):  # What a library does at import time.
+        pass
+
+    with pytest.raises(aliases.LegacySymbolUnavailableError) as e:
+        MyClassifier(hidden_units=[2], feature_columns=[])
+    assert "`tf.estimator.DNNClassifier`" in str(e.value) and "use_tpu=False" in str(e.value)
+    with pytest.raises(aliases.LegacySymbolUnavailableError,
+                       match=r"`tf\.estimator\.inputs\.numpy_input_fn`.*tf\.data\.Dataset"):
+        tf.compat.v1.estimator.inputs.numpy_input_fn({"x": [1.0]})
+
+
+# `dir()` of tensorflow-estimator 2.15.0's `tf.compat.v1.estimator` and `tf.estimator` (the
+# legacy venv), sub-namespaces included: every public name must exist after install_aliases.
+_LEGACY_V1_ESTIMATOR_NAMES = """
+BaselineClassifier BaselineEstimator BaselineRegressor BestExporter BinaryClassHead
+CheckpointSaverHook CheckpointSaverListener DNNClassifier DNNEstimator
+DNNLinearCombinedClassifier DNNLinearCombinedEstimator DNNLinearCombinedRegressor DNNRegressor
+Estimator EstimatorSpec EvalSpec Exporter FeedFnHook FinalExporter FinalOpsHook
+GlobalStepWaiterHook Head LatestExporter LinearClassifier LinearEstimator LinearRegressor
+LoggingTensorHook LogisticRegressionHead ModeKeys MultiClassHead MultiHead MultiLabelHead
+NanLossDuringTrainingError NanTensorHook PoissonRegressionHead ProfilerHook RegressionHead
+RunConfig SecondOrStepTimer SessionRunArgs SessionRunContext SessionRunHook SessionRunValues
+StepCounterHook StopAtStepHook SummarySaverHook TrainSpec VocabInfo WarmStartSettings
+add_metrics classifier_parse_example_spec regressor_parse_example_spec train_and_evaluate
+experimental.InMemoryEvaluatorHook experimental.KMeans experimental.LinearSDCA
+experimental.RNNClassifier experimental.RNNEstimator
+experimental.build_raw_supervised_input_receiver_fn experimental.call_logit_fn
+experimental.dnn_logit_fn_builder experimental.linear_logit_fn_builder
+experimental.make_early_stopping_hook experimental.make_stop_at_checkpoint_step_hook
+experimental.stop_if_higher_hook experimental.stop_if_lower_hook
+experimental.stop_if_no_decrease_hook experimental.stop_if_no_increase_hook
+export.ClassificationOutput export.EvalOutput export.ExportOutput export.PredictOutput
+export.RegressionOutput export.ServingInputReceiver export.TensorServingInputReceiver
+export.build_parsing_serving_input_receiver_fn export.build_raw_serving_input_receiver_fn
+inputs.numpy_input_fn inputs.pandas_input_fn tpu.InputPipelineConfig tpu.RunConfig
+tpu.TPUConfig tpu.TPUEstimator tpu.TPUEstimatorSpec tpu.experimental.EmbeddingConfigSpec
+""".split()
+
+
+@pytest.mark.parametrize("name", _LEGACY_V1_ESTIMATOR_NAMES)
+def test_whole_public_legacy_estimator_surface_exists(name):
+    obj = tf.compat.v1.estimator
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    assert callable(obj)
+    if isinstance(obj, type) and obj.__init__ is not object.__init__:
+        type(f"Sub{part}", (obj,), {})  # Subclassable at import time, as libraries do.
 
 
 def test_absent_library_symbol_becomes_a_stub_that_names_it():

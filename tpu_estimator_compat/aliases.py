@@ -9,9 +9,14 @@
 This module owns the alias namespaces (`tf.compat.v1.estimator` with `tpu` and `export`,
 `tf.compat.v1.contrib` with the submodules TPU models used), the `TPUClusterResolver` that
 returns a no-TPU stand-in instead of raising when there is no TPU, and `install_aliases()`, the
-one function that puts them onto the real TensorFlow modules. Nothing happens at import time.
-It must not know about scripts, import hooks or TF1 mode (`tf1_mode.py`), nor how the
-estimator runs: it only maps legacy names onto this library, TensorFlow and tf-slim.
+one function that puts them onto the real TensorFlow modules (and installs the import hook of
+`legacy_imports.py`, which serves the same namespaces under module paths such as
+`tensorflow.contrib.tpu`). Nothing happens at import time. The whole public legacy
+`tf.estimator` surface exists, so libraries that subclass its classes at import time
+(tensorflow_hub subclasses `Exporter`) import; names the library cannot run are placeholders
+that raise `LegacySymbolUnavailableError` when constructed or called. It must not know about
+scripts, how the import hook works or TF1 mode (`tf1_mode.py`), nor how the estimator runs: it
+only maps legacy names onto this library, TensorFlow and tf-slim.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ _TPU_ESTIMATOR_NAMES = (
 _TRAINING_NAMES = ("train_and_evaluate", "TrainSpec", "EvalSpec", "LatestExporter",
                    "BestExporter", "WarmStartSettings")
 
-_ESTIMATOR_HINT = (
+ESTIMATOR_HINT = (
     "tpu_estimator_compat re-implements TPUEstimator only: the plain `Estimator` and the "
     "canned estimators are not provided. Run a plain model_fn with "
     "`tf.estimator.tpu.TPUEstimator(..., use_tpu=False)`.")
@@ -63,6 +68,43 @@ class LegacySymbolError(AttributeError):
 
     An AttributeError so that `hasattr()` and `getattr(x, name, default)` keep working.
     """
+
+
+class LegacySymbolUnavailableError(NotImplementedError):
+    """A legacy class or function that exists so code imports, but was constructed or called.
+
+    Libraries subclass legacy classes at import time (tensorflow_hub: `class
+    LatestModuleExporter(tf_estimator.Exporter)`); failing there would break every script that
+    imports them, so the failure waits until the symbol is really used.
+    """
+
+
+def unavailable_class(display_name: str, hint: str) -> type:
+    """A subclassable stand-in for legacy class `display_name` that raises when constructed."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        del self, args, kwargs
+        raise LegacySymbolUnavailableError(
+            f"`{display_name}` is not available on TensorFlow 2 through tpu_estimator_compat "
+            f"(it was constructed). {hint}")
+
+    name = display_name.rpartition(".")[2]
+    return type(name, (), {"__init__": __init__, "__module__": display_name.rpartition(".")[0],
+                           "__doc__": f"Placeholder for legacy `{display_name}`. {hint}"})
+
+
+def unavailable_function(display_name: str, hint: str) -> Callable[..., Any]:
+    """A stand-in for legacy function `display_name` that raises when called."""
+
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        del args, kwargs
+        raise LegacySymbolUnavailableError(
+            f"`{display_name}` is not available on TensorFlow 2 through tpu_estimator_compat "
+            f"(it was called). {hint}")
+
+    unavailable.__name__ = unavailable.__qualname__ = display_name.rpartition(".")[2]
+    unavailable.__doc__ = f"Placeholder for legacy `{display_name}`. {hint}"
+    return unavailable
 
 
 class AliasNamespace(types.ModuleType):
@@ -276,32 +318,105 @@ def _library_symbol(name: str) -> Any:
     return value
 
 
+_MODEL_FN_HINT = (
+    "Write the model as a model_fn (tf.compat.v1.layers or tf.keras layers inside it) and run "
+    "it with `tf.estimator.tpu.TPUEstimator(model_fn=..., use_tpu=False)`.")
+_INPUT_HINT = ("Return a `tf.data.Dataset` from your input_fn instead (e.g. "
+               "`tf.data.Dataset.from_tensor_slices((features, labels)).batch(n)`).")
+_HOOK_HINT = ("Stop training with `max_steps`/`steps`, or write a "
+              "`tf.compat.v1.train.SessionRunHook` that requests a stop.")
+_FEATURE_HINT = "Build the parse spec with `tf.compat.v1.feature_column.make_parse_example_spec`."
+
+# Public legacy `tf.estimator` / `tf.compat.v1.estimator` names (tensorflow-estimator 2.15.0,
+# `dir()` of both namespaces) the library cannot run, by namespace: placeholders with a hint.
+_UNAVAILABLE_CLASSES: dict[str, dict[str, str]] = {
+    "": {
+        **{name: _MODEL_FN_HINT for name in (
+            "Estimator", "BaselineClassifier", "BaselineEstimator", "BaselineRegressor",
+            "DNNClassifier", "DNNEstimator", "DNNRegressor", "DNNLinearCombinedClassifier",
+            "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor", "LinearClassifier",
+            "LinearEstimator", "LinearRegressor", "Head", "BinaryClassHead",
+            "LogisticRegressionHead", "MultiClassHead", "MultiHead", "MultiLabelHead",
+            "PoissonRegressionHead", "RegressionHead")},
+        "FinalExporter": "Use `tf.estimator.LatestExporter(name, serving_input_receiver_fn, "
+                         "exports_to_keep=1)`.",
+    },
+    "experimental": {
+        "InMemoryEvaluatorHook": "Call `estimator.evaluate(...)` between `train` calls.",
+        "KMeans": _MODEL_FN_HINT, "LinearSDCA": _MODEL_FN_HINT,
+        "RNNClassifier": _MODEL_FN_HINT, "RNNEstimator": _MODEL_FN_HINT,
+    },
+    "export": {"EvalOutput": "Export the serving graph only (`export_saved_model`)."},
+    "tpu.experimental": {
+        "EmbeddingConfigSpec": "Use `tf.tpu.experimental.embedding.TPUEmbedding` "
+                               "(mid-level API) inside a TF2 training loop.",
+    },
+}
+_UNAVAILABLE_FUNCTIONS: dict[str, dict[str, str]] = {
+    "": {"add_metrics": "Return the metrics from model_fn's `eval_metrics` / "
+                        "`eval_metric_ops` instead.",
+         "classifier_parse_example_spec": _FEATURE_HINT,
+         "regressor_parse_example_spec": _FEATURE_HINT},
+    "experimental": {
+        "build_raw_supervised_input_receiver_fn": "Export the serving graph with "
+                                                  "`build_raw_serving_input_receiver_fn`.",
+        "call_logit_fn": _MODEL_FN_HINT, "dnn_logit_fn_builder": _MODEL_FN_HINT,
+        "linear_logit_fn_builder": _MODEL_FN_HINT,
+        **{name: _HOOK_HINT for name in (
+            "make_early_stopping_hook", "make_stop_at_checkpoint_step_hook",
+            "stop_if_higher_hook", "stop_if_lower_hook", "stop_if_no_decrease_hook",
+            "stop_if_no_increase_hook")},
+    },
+    "inputs": {"numpy_input_fn": _INPUT_HINT, "pandas_input_fn": _INPUT_HINT},
+}
+
+
+def _unavailable_members(namespace: str) -> dict[str, Any]:
+    prefix = "tf.estimator." + (f"{namespace}." if namespace else "")
+    members = {n: unavailable_class(prefix + n, hint)
+               for n, hint in _UNAVAILABLE_CLASSES.get(namespace, {}).items()}
+    members.update({n: unavailable_function(prefix + n, hint)
+                    for n, hint in _UNAVAILABLE_FUNCTIONS.get(namespace, {}).items()})
+    return members
+
+
+def _sub_namespace(name: str, doc: str, members: Mapping[str, Any]) -> AliasNamespace:
+    return AliasNamespace(f"{_ESTIMATOR_MODULE}.{name}", f"tf.estimator.{name}", doc,
+                          members={**_unavailable_members(name), **members},
+                          hint=ESTIMATOR_HINT)
+
+
 def build_estimator_namespace() -> AliasNamespace:
     """Builds `tf.compat.v1.estimator` (with `.tpu` and `.export`) over this library."""
     import tpu_estimator_compat
     from tpu_estimator_compat import export as export_lib
 
+    from tpu_estimator_compat import training as training_lib
+
     tpu = AliasNamespace(
         f"{_ESTIMATOR_MODULE}.tpu", "tf.estimator.tpu", "TPUEstimator and its configuration.",
-        members={name: getattr(tpu_estimator_compat, name) for name in _TPU_ESTIMATOR_NAMES},
+        members={"experimental": _sub_namespace("tpu.experimental", "TPU embedding.", {}),
+                 **{name: getattr(tpu_estimator_compat, name) for name in _TPU_ESTIMATOR_NAMES}},
         hint="Only TPUEstimator, TPUEstimatorSpec, RunConfig, TPUConfig and "
              "InputPipelineConfig are provided.")
-    export = AliasNamespace(
-        f"{_ESTIMATOR_MODULE}.export", "tf.estimator.export", "Serving input receivers.",
-        members={name: getattr(export_lib, name) for name in _EXPORT_NAMES},
-        hint="See tpu_estimator_compat/export.py for what export provides.")
     members: dict[str, Any] = {
         "tpu": tpu,
-        "export": export,
+        "export": _sub_namespace("export", "Serving input receivers and export outputs.",
+                                 {name: getattr(export_lib, name) for name in _EXPORT_NAMES}),
+        "experimental": _sub_namespace("experimental", "Legacy experimental estimators.", {}),
+        "inputs": _sub_namespace("inputs", "Legacy numpy/pandas input_fns.", {}),
         "ModeKeys": tpu_estimator_compat.ModeKeys,
         "EstimatorSpec": tpu_estimator_compat.EstimatorSpec,
         "RunConfig": tpu_estimator_compat.RunConfig,
+        "Exporter": training_lib.Exporter,
+        "VocabInfo": tf.compat.v1.train.VocabInfo,
     }
+    members.update(_unavailable_members(""))
     members.update({name: getattr(tf.compat.v1.train, name) for name in _V1_TRAIN_HOOK_NAMES})
     members.update({name: _library_symbol(name) for name in _TRAINING_NAMES})
     return AliasNamespace(_ESTIMATOR_MODULE, "tf.estimator",
                           "Legacy tf.estimator names served by tpu_estimator_compat.",
-                          members=members, hint=_ESTIMATOR_HINT)
+                          members=members, hint=ESTIMATOR_HINT)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,7 +424,7 @@ def build_estimator_namespace() -> AliasNamespace:
 # ---------------------------------------------------------------------------------------------
 
 _CONTRIB_SERVED = ("tpu", "cluster_resolver", "layers", "framework", "metrics", "data", "slim")
-_CONTRIB_HINT = (
+CONTRIB_HINT = (
     "tf.contrib was removed in TensorFlow 2 and no maintained library keeps this symbol under "
     "its legacy name (served: tf.contrib.{}). Replace it in your code with its TF2 or tf-slim "
     f"equivalent; see {_GUIDE}.".format(", ".join(_CONTRIB_SERVED)))
@@ -337,7 +452,7 @@ class _ContribNamespace(AliasNamespace):
 
     def __init__(self, factories: Mapping[str, Callable[[], Any]]) -> None:
         super().__init__(_CONTRIB_MODULE, "tf.contrib", "Legacy tf.contrib names.",
-                         hint=_CONTRIB_HINT)
+                         hint=CONTRIB_HINT)
         self.__dict__["_contrib_factories"] = dict(factories)
 
     def __getattr__(self, attr: str) -> Any:
@@ -347,7 +462,7 @@ class _ContribNamespace(AliasNamespace):
         if factory is None:
             # Unknown submodule: fail where a symbol of it is used, naming that symbol.
             value = AliasNamespace(f"{_CONTRIB_MODULE}.{attr}", f"tf.contrib.{attr}",
-                                   "Not served.", hint=_CONTRIB_HINT)
+                                   "Not served.", hint=CONTRIB_HINT)
         else:
             value = factory()
         self.__dict__[attr] = value
@@ -367,11 +482,16 @@ def build_contrib_namespace() -> AliasNamespace:
             members: Mapping[str, Any] | None = None) -> Callable[[], AliasNamespace]:
         return lambda: AliasNamespace(f"{_CONTRIB_MODULE}.{name}", f"tf.contrib.{name}",
                                       f"Legacy tf.contrib.{name}.", members=members,
-                                      sources=sources, hint=_CONTRIB_HINT)
+                                      sources=sources, hint=CONTRIB_HINT)
 
     factories: dict[str, Callable[[], Any]] = {
         "tpu": sub("tpu", [lambda: v1.tpu],
-                   {name: getattr(tpu_estimator_compat, name) for name in _TPU_ESTIMATOR_NAMES}),
+                   {"AsyncCheckpointSaverHook": unavailable_class(
+                       "tf.contrib.tpu.AsyncCheckpointSaverHook",
+                       "Drop the hook: the estimator writes checkpoints itself "
+                       "(`RunConfig(save_checkpoints_steps=...)`)."),
+                    **{name: getattr(tpu_estimator_compat, name)
+                       for name in _TPU_ESTIMATOR_NAMES}}),
         "cluster_resolver": sub("cluster_resolver", [lambda: v1.distribute.cluster_resolver],
                                 {"TPUClusterResolver": TPUClusterResolver}),
         "layers": sub("layers", [_tf_slim_module("layers"), _tf_slim]),
@@ -429,6 +549,8 @@ def install_aliases() -> None:
     library logs through absl).
     The TF2 `tf.distribute.cluster_resolver` is left alone: third-party TF2 code probes for a
     TPU by catching its ValueError. `tf.compat.v1.flags`, `.app` and `.logging` already exist.
+    Last, it installs `legacy_imports.LegacyModuleFinder`, which serves `tensorflow.contrib.*`,
+    `tensorflow_estimator.*` and `tensorflow.python.estimator.*` as modules.
     """
     with _lock:
         if _installed:
@@ -441,6 +563,9 @@ def install_aliases() -> None:
             sys.modules[base] = estimator
             sys.modules[f"{base}.tpu"] = estimator.tpu
             sys.modules[f"{base}.export"] = estimator.export
+        estimator.__dict__["__path__"] = []  # Packages: submodules resolve through the hook.
+        estimator.tpu.__dict__["__path__"] = []
+        estimator.export.__dict__["__path__"] = []
         tf.estimator = estimator
         tf.compat.v1.estimator = estimator
         tf.compat.v1.contrib = contrib
@@ -448,5 +573,8 @@ def install_aliases() -> None:
         tf.compat.v1.logging.set_verbosity = _bridge_set_verbosity(
             tf.compat.v1.logging.set_verbosity)
         _installed.update(estimator=estimator, contrib=contrib)
+        from tpu_estimator_compat import legacy_imports  # pylint: disable=g-import-not-at-top
+
+        legacy_imports.install_finder()
         logging.debug("Installed tf.estimator, tf.compat.v1.estimator, tf.compat.v1.contrib "
                       "and the no-crash TPUClusterResolver aliases.")

@@ -10,7 +10,9 @@ objects or gone, so aliasing attributes on the real module cannot make such code
 each user module (the script, modules under its directory, and packages named on the command
 line) is executed with its own `__builtins__` whose `__import__` maps every `tensorflow[...]`
 import onto `Tf1Module`: `tf.compat.v1` plus the aliases of `aliases.py` (`estimator`,
-`contrib`) and nothing from TF2. TensorFlow itself, this library and third-party packages keep
+`contrib`) and nothing from TF2. Legacy module paths that are no attribute of that view
+(`tensorflow.contrib.tpu.python.tpu`, `tensorflow.python.estimator`) go to the real import,
+where `legacy_imports.py` serves them. TensorFlow itself, this library and third-party packages keep
 the real `sys.modules['tensorflow']`; no file is rewritten, on disk or in memory. Tensor shapes
 switch to TF1 behaviour (`shape[-1].value`), which TensorFlow only offers process-wide.
 
@@ -38,6 +40,7 @@ from typing import Any, Iterable, Sequence
 from absl import logging
 
 from tpu_estimator_compat import aliases
+from tpu_estimator_compat import legacy_imports
 
 # Real packages under `tensorflow/` that are not part of any public API; user code that
 # imports them (`from tensorflow.python.ops import array_ops`) gets the real modules.
@@ -130,7 +133,11 @@ def _resolve(path: Sequence[str], name: str) -> Any:
 
 def _import_tensorflow(name: str, fromlist: Sequence[str] | None) -> Any:
     path = name.split(".")[1:]
-    if path and path[0] in _PRIVATE_SUBPACKAGES:
+    if (path and path[0] in _PRIVATE_SUBPACKAGES) or legacy_imports.serves(name):
+        # Real modules (`tensorflow.python.ops`) and the legacy module paths the finder of
+        # `legacy_imports` serves (`tensorflow.contrib.tpu.python.tpu`,
+        # `tensorflow.python.estimator`): the real import finds both, after the aliases exist.
+        tf1_module()
         module = builtins.__import__(name, None, None, fromlist or (), 0)
         return module if fromlist else tf1_module()  # Keep the bound `tensorflow` the view.
     target = _resolve(path, name)
