@@ -490,3 +490,14 @@ def test_batch_axis_with_wrong_tensor_count_says_how_many():
     axes = inputs.check_batch_axis((3, 0, 0))
     with pytest.raises(ValueError, match="has 3 entries .* yields 2 tensors"):
         axes.of((tf.zeros([1, 1, 1, 2]), tf.zeros([2])))
+
+
+def test_pad_and_mask_leaves_flattened_image_batches_alone():
+    """The double-transpose idiom: images flattened to one vector per batch, labels [batch]."""
+    dataset = tf.data.Dataset.range(8).batch(4, drop_remainder=True).map(
+        lambda r: (tf.reshape(tf.tile(tf.cast(r, tf.float32)[None, :], [3, 1]), [-1]), r))
+    assert dataset.element_spec[0].shape == (12,)  # Statically longer than the batch.
+    element = next(iter(inputs.pad_and_mask(dataset, 4)))
+    assert element["features"].shape == (12,)
+    np.testing.assert_array_equal(element["labels"].numpy(), [0, 1, 2, 3])
+    assert element[inputs.MASK_KEY].numpy().all()

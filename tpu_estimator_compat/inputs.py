@@ -259,9 +259,23 @@ def _as_dict(element: Any) -> dict[str, Any]:
     return out
 
 
-def _rows(element: dict[str, Any], axes: "BatchAxes") -> tf.Tensor:
-    first = tf.nest.flatten(element)[0]
-    return tf.shape(first, out_type=tf.int64)[axes.of(element)[0]]
+def _batch_major(tensor: tf.Tensor, axis: int, batch: int) -> bool:
+    """False for a tensor that cannot be batch-major along `axis` (statically too long).
+
+    The image models' "double transpose" flattens each batch of images into one vector
+    (`tf.reshape(images, [-1])`, reshaped back in model_fn); legacy never padded those
+    (its TPU evaluation ran a given number of full batches), and neither does this.
+    """
+    dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
+    return not dims or len(dims) <= axis or dims[axis] is None or dims[axis] <= batch
+
+
+def _rows(element: dict[str, Any], axes: "BatchAxes", batch: int) -> tf.Tensor:
+    flat = tf.nest.flatten(element)
+    for tensor, axis in zip(flat, axes.of(element)):
+        if _batch_major(tensor, axis, batch):
+            return tf.shape(tensor, out_type=tf.int64)[axis]
+    return tf.constant(batch, tf.int64)  # Nothing batch-major: a full batch, as legacy ran.
 
 
 def _pad_rows(tensor: tf.Tensor, batch: int, axis: int = 0) -> tf.Tensor:
@@ -344,10 +358,11 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int,
     dataset = dataset.map(lambda *element: _as_dict(element if len(element) > 1 else element[0]))
 
     def pad(element: dict[str, Any]) -> dict[str, Any]:
-        rows = _rows(element, axes)
+        rows = _rows(element, axes, batch)
         flat = tf.nest.flatten(element)
         padded = tf.nest.pack_sequence_as(
-            element, [_pad_rows(t, batch, a) for t, a in zip(flat, axes.of(element))])
+            element, [_pad_rows(t, batch, a) if _batch_major(t, a, batch) else t
+                      for t, a in zip(flat, axes.of(element))])
         padded[MASK_KEY] = tf.range(batch, dtype=tf.int64) < rows
         return padded
 
