@@ -47,3 +47,21 @@ def test_bad_mode(monkeypatch):
     monkeypatch.setenv(progress.ENV_VAR, "loud")
     with pytest.raises(ValueError, match=r"TPU_ESTIMATOR_COMPAT_PROGRESS must be one of"):
         progress.mode()
+
+
+def test_legacy_lines_use_tensorflows_logger_when_the_script_turned_it_on(caplog):
+    """Legacy wrote `INFO:tensorflow:Loss for final step: ...`; log scrapers look for it."""
+    import logging as py_logging
+
+    import tensorflow as tf
+
+    logger = tf.get_logger()
+    previous = logger.level
+    try:
+        logger.setLevel(py_logging.INFO)
+        with caplog.at_level(py_logging.INFO, logger="tensorflow"):
+            progress.legacy_info("Loss for final step: %s.", 0.5)
+        assert [(r.name, r.getMessage()) for r in caplog.records] == [
+            ("tensorflow", "Loss for final step: 0.5.")]
+    finally:
+        logger.setLevel(previous)

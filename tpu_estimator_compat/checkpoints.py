@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import progress
+
 STATE_FILENAME = "checkpoint"
 """Name of the `CheckpointState` text file, as `tf.compat.v1.train.Saver` wrote it."""
 
@@ -512,7 +514,7 @@ class CheckpointManager:
         self._unpublish(path)
         # Forgotten until rewritten: if the rewrite crashes, its files may be mixed old/new.
         self._checkpoints = [r for r in self._checkpoints if r.path != path]
-        logging.info("Saving checkpoints for %d into %s.", step, path)
+        progress.legacy_info("Saving checkpoints for %d into %s.", step, path)
         self._saver.save(path)
         now = self._clock()
         if self._max_to_keep:

@@ -31,6 +31,7 @@ from tpu_estimator_compat import keras_env
 from tpu_estimator_compat import loop as loop_lib
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import optimizer_apply
+from tpu_estimator_compat import progress
 from tpu_estimator_compat import replica_step
 from tpu_estimator_compat import safety
 from tpu_estimator_compat import spec as spec_lib
@@ -345,7 +346,7 @@ class TPUEstimator:
         finally:
             for listener in listeners:
                 listener.close()
-        logging.info("Loss for final step: %s.", driver.last_loss)
+        progress.legacy_info("Loss for final step: %s.", driver.last_loss)
 
     def _save_policy(self, runtime: _Runtime, hook_runner: hooks_lib.HookRunner,
                      saving_listeners: Sequence[Any] | None) -> "_SavePolicy":
@@ -522,7 +523,7 @@ class TPUEstimator:
             summaries_lib.write_eval_summaries(
                 os.path.join(self._model_dir, "eval" if not name else f"eval_{name}"),
                 results, global_step, checkpoint)
-        logging.info("Saving dict for global step %d: %s", global_step,
+        progress.legacy_info("Saving dict for global step %d: %s", global_step,
                      ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
         return results
 

@@ -3,7 +3,8 @@
 Chosen by the environment variable `TPU_ESTIMATOR_COMPAT_PROGRESS` (`log`, the default;
 `bar` for interactive runs; `quiet` for CI and tests) or `set_mode()`; the launcher's
 `--progress` flag sets the variable. The driver calls `report()` once per loop with the
-step, loss and rates; this module knows nothing else.
+step, loss and rates. `legacy_info()` writes the few lines legacy Estimator wrote and users'
+tools read ("Loss for final step", "Saving checkpoints for"). This module knows nothing else.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 from typing import TextIO
 
 from absl import logging
+
+_INFO = 20  # Python's logging.INFO: the level legacy Estimator's lines had.
 
 ENV_VAR = "TPU_ESTIMATOR_COMPAT_PROGRESS"
 MODES = ("log", "bar", "quiet")
@@ -57,3 +60,21 @@ def report(*, step: int, target: int | None, loss: float | None, steps_per_sec: 
     if target and step >= target:
         stream.write("\n")
     stream.flush()
+
+
+def legacy_info(msg: str, *args: object) -> None:
+    """Logs a line legacy Estimator logged, through the channel it used when that is on.
+
+    Legacy wrote these through TensorFlow's `tensorflow` logger, which prints
+    `INFO:tensorflow:Loss for final step: ...` (and, propagated, the absl-format line), and
+    scripts' log scrapers look for that. When the script turned TensorFlow's INFO logging on
+    (`tf.compat.v1.logging.set_verbosity(INFO)`), the line goes that way; otherwise through
+    absl, as the rest of this library logs.
+    """
+    import tensorflow as tf  # Local: keep this module importable before TensorFlow.
+
+    logger = tf.get_logger()
+    if logger.isEnabledFor(_INFO):
+        logger.info(msg, *args)
+    else:
+        logging.info(msg, *args)
