@@ -193,6 +193,21 @@ def test_inference_loop_passes_one_value_per_step_leaves_through(strategy):
             lambda _: data.batch(16 // strategy.num_replicas_in_sync))))
 
 
+def test_unknown_batch_axes_match_under_tf1_tensor_shapes():
+    """After `disable_v2_tensorshape()` (TF1 mode, `disable_v2_behavior()`) axes are
+    Dimensions, and `Dimension(None) == Dimension(None)` is unknown, not True: predictions
+    with an unknown batch axis were refused as not batch-major."""
+    structure = {"mask": tf.TensorSpec([None], tf.bool),
+                 "predictions": {"classes": tf.TensorSpec([None]),
+                                 "logits": tf.TensorSpec([None, 3])}}
+    tf.compat.v1.disable_v2_tensorshape()
+    try:
+        flags = loop_lib._per_example_leaves(structure, padded=False)  # pylint: disable=protected-access
+    finally:
+        tf.compat.v1.enable_v2_tensorshape()
+    assert flags == (True, True)
+
+
 @dataclasses.dataclass
 class _Policy:
     saved: list[int] = dataclasses.field(default_factory=list)

@@ -103,3 +103,42 @@ def test_tensorflows_own_apply_has_the_barrier_this_module_removes():
 def test_outside_per_device_scope_tensorflows_apply_runs(strategy):
     """The patch is inert outside the shim's runtime scope (other code in the process)."""
     assert not optimizer_apply._applies(strategy)  # pylint: disable=protected-access
+
+
+def _train_mixed(bias_dtype: Any) -> dict[str, list[Any]]:
+    """Two SGD steps on 8 replicas of a float32 kernel and a `bias_dtype` bias."""
+    strategy = make_strategy("mirrored8")
+    optimizer_apply.install()
+    with strategy.scope():
+        kernel = tf.Variable(np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3))
+        bias = tf.Variable(np.zeros(3, bias_dtype))
+        optimizer = v1.train.GradientDescentOptimizer(0.01)
+    rows = np.arange(4 * 8, dtype=np.float32).reshape(8, 4) / 10.0
+
+    def replica_step() -> Any:
+        context = tf.distribute.get_replica_context()
+        x = tf.gather(tf.constant(rows), context.replica_id_in_sync_group)[None]
+        out = tf.cast(tf.matmul(x, kernel), bias_dtype) + bias
+        return optimizer.minimize(tf.reduce_sum(tf.square(out - 1.0)), var_list=[kernel, bias])
+
+    @tf.function
+    def run() -> None:
+        strategy.run(replica_step)
+
+    with strategy.scope(), optimizer_apply.per_device():
+        for _ in range(2):
+            run()
+    return {name: [t.numpy() for t in strategy.experimental_local_results(v)]
+            for name, v in (("kernel", kernel), ("bias", bias))}
+
+
+def test_variables_of_mixed_dtypes_are_summed_per_dtype():
+    """A float64 layer next to float32 ones (tf_keras v1 dtype behaviour after
+    `disable_v2_behavior()`): TensorFlow's batch all-reduce would concat them and fail."""
+    mixed = _train_mixed(np.float64)
+    single = _train_mixed(np.float32)
+    assert mixed["bias"][0].dtype == np.float64
+    for name in ("kernel", "bias"):
+        for got, want in zip(mixed[name], single[name]):
+            np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=name)
+    assert np.abs(mixed["bias"][0]).max() > 0.01  # It trained.

@@ -270,3 +270,22 @@ from tensorflow.python.training import optimizer as _v1_optimizer  # noqa: E402
 def optimizer_processor(variable):
     """The v1 optimizer's update processor for `variable` (`.update_op(optimizer, grad)`)."""
     return _v1_optimizer._get_processor(variable)  # pylint: disable=protected-access
+
+# Scripts that call `tf.compat.v1.disable_eager_execution()` / `disable_v2_behavior()` still
+# get an estimator whose loops run eagerly: `eager_scope` switches eager mode on around each
+# public entry point. The switch itself is only exported for Keras
+# (`tf.__internal__.eager_context.eager_mode`), and whether eager execution was turned off
+# process-wide, rather than a `with tf.Graph().as_default():` block being active, is only the
+# module attribute `context.default_execution_mode`.
+from tensorflow.python.eager import context as _context  # noqa: E402
+
+
+def eager_mode():
+    """A context manager: inside, this thread executes eagerly (a context switch TF records,
+    so `tf.init_scope` inside a traced function lifts to it)."""
+    return _context.eager_mode()
+
+
+def eager_disabled_process_wide() -> bool:
+    """True after `disable_eager_execution()` (new threads start in graph mode)."""
+    return _context.default_execution_mode == _context.GRAPH_MODE

@@ -24,6 +24,7 @@ from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import config as config_lib
 from tpu_estimator_compat import cross_shard
+from tpu_estimator_compat import eager_scope
 from tpu_estimator_compat import export as export_lib
 from tpu_estimator_compat import hooks as hooks_lib
 from tpu_estimator_compat import inputs as inputs_lib
@@ -264,6 +265,7 @@ class TPUEstimator:
     # ------------------------------------------------------------------------------------
     # train
 
+    @eager_scope.eager_entry_point
     def train(self, input_fn: Callable[..., Any], hooks: Sequence[Any] | None = None,
               steps: int | None = None, max_steps: int | None = None,
               saving_listeners: Sequence[Any] | None = None) -> "TPUEstimator":
@@ -451,6 +453,7 @@ class TPUEstimator:
     # ------------------------------------------------------------------------------------
     # evaluate / predict
 
+    @eager_scope.eager_entry_point
     def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None,
                  hooks: Sequence[Any] | None = None, checkpoint_path: str | None = None,
                  name: str | None = None) -> dict[str, Any]:
@@ -527,6 +530,7 @@ class TPUEstimator:
                      ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
         return results
 
+    @eager_scope.eager_generator
     def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,
                 hooks: Sequence[Any] | None = None, checkpoint_path: str | None = None,
                 yield_single_examples: bool = True) -> Iterator[Any]:
@@ -561,6 +565,7 @@ class TPUEstimator:
     # ------------------------------------------------------------------------------------
     # export
 
+    @eager_scope.eager_entry_point
     def export_saved_model(self, export_dir_base: str,
                            serving_input_receiver_fn: Callable[[], Any],
                            assets_extra: dict[str, str] | None = None, as_text: bool = False,

@@ -334,7 +334,9 @@ def _per_example_leaves(structure: dict[str, Any], padded: bool) -> tuple[bool, 
     Raises:
       ValueError: such a leaf in `eval_metrics` with padding, or in `predictions`.
     """
-    batch = structure["mask"].shape[0]
+    # dimension_value: after `disable_v2_tensorshape()` (TF1 mode, `disable_v2_behavior()`)
+    # axes are Dimensions, and two unknown Dimensions compare as unknown, not equal.
+    batch = tf.compat.dimension_value(structure["mask"].shape[0])
     flags = []
     for key in GATHERED_KEYS:
         if key not in structure:
@@ -342,7 +344,7 @@ def _per_example_leaves(structure: dict[str, Any], padded: bool) -> tuple[bool, 
         specs = tf.nest.flatten(structure[key])
         paths = tf.nest.flatten(_leaf_paths(structure[key]))
         for path, spec in zip(paths, specs):
-            rows = spec.shape[0] if spec.shape.rank else None
+            rows = tf.compat.dimension_value(spec.shape[0]) if spec.shape.rank else None
             flags.append(rows is None or rows == batch)
             if flags[-1] or key == "host_call" or (key == "metrics" and not padded):
                 continue

@@ -77,7 +77,7 @@ def _distributed_apply(self, distribution, grads_and_vars, global_step=None, nam
     extended = distribution.extended
     devices = tuple(extended.worker_devices)
     grads_and_vars = list(grads_and_vars)
-    reduced = extended.batch_reduce_to(tf.distribute.ReduceOp.SUM, grads_and_vars)
+    reduced = _sum_by_dtype(extended, grads_and_vars)
     var_list = [v for _, v in grads_and_vars]
     with tf.init_scope():
         self._create_slots(var_list)  # pylint: disable=protected-access
@@ -109,6 +109,29 @@ def _distributed_apply(self, distribution, grads_and_vars, global_step=None, nam
         apply_updates = _per_replica(distribution, results)
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TRAIN_OP, apply_updates)
         return apply_updates
+
+
+def _sum_by_dtype(extended: Any, grads_and_vars: list[tuple[Any, Any]]) -> list[Any]:
+    """`batch_reduce_to(SUM, grads_and_vars)`, one batch per variable dtype.
+
+    TensorFlow's collective all-reduce concatenates every dense value of a batch into one
+    tensor, which fails ("Tensors in list passed to 'values' of 'ConcatV2' Op have types
+    [float32, float64, ...]") when the variables have mixed dtypes, e.g. the float64 Keras
+    layers of tf_keras's v1 dtype behaviour after `tf.compat.v1.disable_v2_behavior()`.
+    With one dtype this is the single batch TensorFlow's own `_distributed_apply` makes.
+    """
+    by_dtype: dict[Any, list[int]] = {}
+    for index, (_, var) in enumerate(grads_and_vars):
+        by_dtype.setdefault(var.dtype.base_dtype, []).append(index)
+    if len(by_dtype) <= 1:
+        return extended.batch_reduce_to(tf.distribute.ReduceOp.SUM, grads_and_vars)
+    reduced: list[Any] = [None] * len(grads_and_vars)
+    for indices in by_dtype.values():
+        batch = extended.batch_reduce_to(tf.distribute.ReduceOp.SUM,
+                                         [grads_and_vars[i] for i in indices])
+        for index, value in zip(indices, batch):
+            reduced[index] = value
+    return reduced
 
 
 def _per_replica(distribution: tf.distribute.Strategy, local_values: Any) -> Any:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import eager_scope
 
 
 class TrainSpec(collections.namedtuple("TrainSpec", [
@@ -187,6 +188,7 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
                 self._estimator, path, checkpoint, self.eval_result, final))
 
 
+@eager_scope.eager_entry_point
 def train_and_evaluate(estimator: Any, train_spec: TrainSpec,
                        eval_spec: EvalSpec) -> tuple[dict[str, Any] | None, list[Any]]:
     """Trains and evaluates on this machine; returns (last eval result, export results)."""
