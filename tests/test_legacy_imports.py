@@ -64,8 +64,9 @@ _FORMS = [
      tf.compat.v1.tpu.CrossShardOptimizer),
     ("from tensorflow.contrib.tpu.python.tpu import bfloat16 as m", "m.bfloat16_scope",
      tf.compat.v1.tpu.bfloat16_scope),
+    # Whatever tf.compat.v1.tpu holds when it is used: TPUEstimator maps it onto the strategy.
     ("from tensorflow.contrib.tpu.python.ops import tpu_ops as m", "m.cross_replica_sum",
-     tf.compat.v1.tpu.cross_replica_sum),
+     lambda: tf.compat.v1.tpu.cross_replica_sum),
     ("from tensorflow.contrib.framework.python.ops import arg_scope as m", "m",
      tf_slim.arg_scope),
     ("from tensorflow.contrib.framework.python.ops import add_arg_scope as m", "m",
@@ -124,6 +125,8 @@ _FORMS = [
 
 def _check_form(statement, bound, expected, builtins_dict=None):
     ns = _exec(f"{statement}\nvalue = {bound}", builtins_dict)
+    if getattr(expected, "__name__", None) == "<lambda>":
+        expected = expected()  # Looked up now: another test may have installed a mapping.
     assert ns["value"] is expected or ns["value"] == expected, (statement, ns["value"])
 
 
