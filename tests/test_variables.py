@@ -173,3 +173,16 @@ def test_per_replica_collections_are_put_back(tmp_path, strategy_name):
     graph = v1.get_default_graph()
     for key in variables._PER_STEP_COLLECTIONS:
         assert not isinstance(graph.get_collection_ref(key), variables._PerReplicaCollection)
+
+
+def test_per_replica_collections_put_back_the_same_list_objects():
+    """A FuncGraph shares its variable collections' lists with the outer graph; the step must
+    leave those very lists in place, not copies."""
+    graph = tf.Graph()
+    with graph.as_default():
+        ref = graph.get_collection_ref(v1.GraphKeys.GLOBAL_VARIABLES)
+        with variables._own_collections(graph):
+            graph.add_to_collection(v1.GraphKeys.GLOBAL_VARIABLES, "inside")
+            assert graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES) == ["inside"]
+        assert graph.get_collection_ref(v1.GraphKeys.GLOBAL_VARIABLES) is ref
+        assert ref == []

@@ -450,7 +450,7 @@ class _PerReplicaCollection(collections.abc.MutableSequence):
     """
 
     def __init__(self, saved: list[Any]) -> None:
-        self.saved = saved  # The collection before any replica entered, put back after.
+        self.saved = saved  # The collection's own list before any replica entered.
         self._by_thread: dict[int, list[Any]] = {}
         self._first: list[Any] | None = None
 
@@ -503,7 +503,7 @@ def _own_collections(graph: tf.Graph) -> Iterator[None]:
         for key in _PER_STEP_COLLECTIONS:
             ref = graph.get_collection_ref(key)
             if not isinstance(ref, _PerReplicaCollection):
-                ref = _PerReplicaCollection(saved=list(ref))
+                ref = _PerReplicaCollection(saved=ref)  # The list itself: put back as it was.
                 _tf_private.replace_collection(graph, key, ref)
             entered.append((key, ref, ref.enter()))
     try:
