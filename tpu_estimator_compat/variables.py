@@ -12,8 +12,8 @@ owns three things:
 * `replica_scope`: entered at the top of every replica step. It gives the replica what a TPU
   core saw when legacy TPUEstimator built its graph: a fresh v1 variable store and variable
   scope of its own for the whole step (MirroredStrategy's replica threads interleave at every
-  all-reduce), fresh Keras layer-name counters, empty per-step collections, and the global
-  step in `GLOBAL_STEP`.
+  all-reduce), fresh Keras layer-name counters, collections of its own under every key
+  (`replica_state.own_collections`), and the global step in `GLOBAL_STEP`.
 * `global_step`: created eagerly before any model_fn runs, as Estimator did.
 
 It knows nothing of modes, specs, input pipelines or checkpoint files; `checkpoints.py` saves
