@@ -191,3 +191,24 @@ def test_every_key_is_each_replica_threads_own_in_a_graph():
     assert graph.get_collection(v1.GraphKeys.GLOBAL_STEP) == ["step"]
     assert type(_tf_private.graph_collections(graph)) is dict  # pylint: disable=unidiomatic-typecheck
 
+
+def test_replica_steps_one_after_the_other_leave_only_replica_0s_entries():
+    """A replica step with no all-reduce (predict) ends before the next replica's begins.
+
+    Each replica then has a step of its own; the graph must still end as legacy's one trace
+    left it (replica 0's entries), not with every replica's, and no replica sees another's.
+    """
+    graph = tf.Graph()
+    seen = {}
+
+    def replica(index):
+        with graph.as_default(), replica_state.own_collections(graph, keep=index == 0):
+            seen[index] = graph.get_collection("custom")
+            graph.add_to_collection("custom", f"r{index}")
+
+    for index in range(3):
+        thread = threading.Thread(target=replica, args=(index,))
+        thread.start()
+        thread.join(timeout=60)
+    assert seen == {0: [], 1: [], 2: []}
+    assert graph.get_collection("custom") == ["r0"]

@@ -243,16 +243,22 @@ class _StepCollections(dict):
         self._frames: dict[int, list[dict[Any, list[Any]]]] = {}  # Thread -> its steps.
         self._first: dict[Any, list[Any]] = {}  # The first replica's lists.
         self._entered = False
+        self._kept: dict[Any, list[Any]] | None = None  # Replica 0's lists, for `close`.
         for key, value in own.items():
             dict.__setitem__(self, key, value if key in SHARED_COLLECTIONS
                              else _PerReplicaCollection(self, key))
 
-    def enter(self) -> None:
-        """Gives the calling thread empty lists of its own until the matching `exit`."""
+    def enter(self, keep: bool) -> None:
+        """Gives the calling thread empty lists of its own until the matching `exit`.
+
+        `keep`: the caller is replica 0, whose lists `close` leaves in the graph.
+        """
         lists: dict[Any, list[Any]] = {}
         self._frames.setdefault(threading.get_ident(), []).append(lists)
         if not self._entered:
             self._entered, self._first = True, lists
+        if keep and self._kept is None:
+            self._kept = lists
 
     def exit(self) -> bool:
         """Undoes `enter` for the calling thread; True when no replica thread is left."""
@@ -288,22 +294,27 @@ class _StepCollections(dict):
         """The graph's own dict again, holding what a TF1 graph held after model_fn.
 
         Per-step keys are left as they were before the step (see `PER_STEP_COLLECTIONS`);
-        every other key gets the first replica's entries after its earlier ones, as legacy's
-        one trace of model_fn left them in its graph, where hooks and export read them.
+        every other key gets replica 0's entries after its earlier ones, as legacy's one
+        trace of model_fn left them in its graph, where hooks and export read them. Only
+        replica 0's: a replica step with no all-reduce runs to its end before the next
+        replica's begins, so each replica may have had a step of its own.
         """
+        kept_lists = self._kept or {}
         for key, value in dict.items(self):
             if not isinstance(value, _PerReplicaCollection):
                 self.own[key] = value
-            elif key not in PER_STEP_COLLECTIONS and key in self._first:
-                kept = self._first[key]
+            elif key not in PER_STEP_COLLECTIONS and key in kept_lists:
+                kept = kept_lists[key]
                 kept[:0] = list(self.own.get(key, ()))
                 self.own[key] = kept
         return self.own
 
 
 @contextlib.contextmanager
-def own_collections(graph: tf.Graph) -> Iterator[None]:
+def own_collections(graph: tf.Graph, keep: bool = True) -> Iterator[None]:
     """Gives the calling replica thread collections of its own in `graph`, whatever the key.
+
+    `keep`: the caller is replica 0 (or the only one), whose entries stay in the graph.
 
     TF1 began each core's model_fn with an empty graph; here every replica of a trace shares
     one, so each replica thread gets its own lists, empty until it adds to them (see
@@ -317,7 +328,7 @@ def own_collections(graph: tf.Graph) -> Iterator[None]:
         else:
             step = _StepCollections(graph, current)
             _tf_private.set_graph_collections(graph, step)
-        step.enter()
+        step.enter(keep)
     try:
         yield
     finally:

@@ -504,7 +504,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
         # strips: all replicas trace into one graph, and a name scope the first replica used
         # (`dense/`) would come back uniquified (`dense_1/`) for the next, in the variables
         # that TF1-style code names after its name scope (Keras layers built in a graph).
-        with replica_state.own_collections(graph), \
+        with replica_state.own_collections(graph, keep=not replica_root), \
                 graph.name_scope(None), graph.name_scope(replica_root or None) as entered, \
                 registry.creator_scope((entered or "").rstrip("/"), step_prefix=strip_prefix), \
                 replica_state.own_v1_stores(graph, _refusing_partitioners), _v1.variable_scope(root, auxiliary_name_scope=False), \
