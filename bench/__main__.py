@@ -50,9 +50,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    default=None, help="skip eval/predict on 8 replicas (no target uses it)")
     p.add_argument("--shim-rev", help="measure tpu_estimator_compat as committed at this "
                                       "git revision (default: the working tree)")
-    p.add_argument("--cpu-allocator", choices=sorted(harness.CPU_ALLOCATORS),
-                   help="TensorFlow's CPU allocator for every contender: malloc (TF's "
-                        "default, the default here) or bfc (TF_CPU_ALLOCATOR_USE_BFC=true)")
+    p.add_argument("--cpu-allocator", choices=harness.ALLOCATOR_MODES,
+                   help="TensorFlow's CPU allocator: malloc (TF's default, the default "
+                        "here) or bfc (TF_CPU_ALLOCATOR_USE_BFC=true) for every contender; "
+                        "launcher: each as its user gets it by default, the shim on BFC as "
+                        "its launcher sets it, every other contender on malloc")
     p.add_argument("--json", help="append every raw result to this JSON-lines file")
     p.add_argument("--from-json", help="render the tables from a --json file; run nothing")
     p.add_argument("--write-results", action="store_true",

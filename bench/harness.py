@@ -25,8 +25,12 @@ from bench.workloads import WORKLOADS
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = {"new": os.path.join(REPO, ".venv", "bin", "python"),
           "legacy": os.path.join(REPO, ".venv-legacy", "bin", "python")}
-CONTENDERS = ("shim", "tf2", "keras", "legacy")
+CONTENDERS = ("shim", "shim_nosum", "tf2", "raw", "keras", "legacy")
 MULTI_REPLICA_CONTENDERS = ("shim", "tf2")  # The issue measures 8 replicas for these two.
+# The raw loop (`run_raw.py`) is hand-written per model: the overhead-bound MLPs, where it is
+# the limit. `shim_nosum` (the shim with legacy's training summaries off) runs next to it.
+LIMIT_CONTENDERS = {"raw": ("mlp", "mlp64"), "shim_nosum": ("mlp", "mlp64")}
+MODULES = {"shim_nosum": "bench.run_shim"}  # Contender -> module, when not bench.run_<name>.
 # Pinned on both stacks: oneDNN changes float results and timings; quiet C++ logs.
 BASE_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0"}
 NEW_STACK_ENV = {"TF_USE_LEGACY_KERAS": "1"}  # r1 layers and tf_keras on TF 2.21.
@@ -35,6 +39,18 @@ NEW_STACK_ENV = {"TF_USE_LEGACY_KERAS": "1"}  # r1 layers and tf_keras on TF 2.2
 # malloc hands big freed tensors back to the kernel and page-faults them in again: on the
 # 8-replica ResNet that is over half the process's CPU time (bench/RESULTS.md, finding 11).
 CPU_ALLOCATORS = {"malloc": "false", "bfc": "true"}
+# `--cpu-allocator launcher`: every contender as its user gets it by default. The shim's
+# launcher (`python -m tpu_estimator_compat.run`) turns BFC on for the script it runs
+# (unless the user set the variable); everything else runs on TensorFlow's default, malloc.
+LAUNCHER_BFC_CONTENDERS = ("shim", "shim_nosum")
+ALLOCATOR_MODES = (*CPU_ALLOCATORS, "launcher")
+
+
+def allocator_for(mode: str, contender: str) -> str:
+    """The CPU allocator (a key of CPU_ALLOCATORS) `contender` runs on under `mode`."""
+    if mode == "launcher":
+        return "bfc" if contender in LAUNCHER_BFC_CONTENDERS else "malloc"
+    return mode
 WARMUP_STEPS = 10
 MULTI_REPLICA_SCALE = 0.5
 
@@ -69,7 +85,8 @@ class Options:
     # iterator, restore) needs long calls to resolve the per-batch cost; off saves ~half
     # the full run. No target depends on it.
     replica_inference: bool = True
-    cpu_allocator: str = "malloc"  # A key of CPU_ALLOCATORS, the same for every contender.
+    # A key of CPU_ALLOCATORS (the same for every contender) or "launcher" (see allocator_for).
+    cpu_allocator: str = "malloc"
 
 
 def matrix(options: Options) -> list[Run]:
@@ -82,7 +99,8 @@ def matrix(options: Options) -> list[Run]:
     for workload in options.workloads:
         for replicas in options.replicas:
             allowed = [c for c in options.contenders
-                       if replicas == 1 or c in MULTI_REPLICA_CONTENDERS]
+                       if (replicas == 1 or c in MULTI_REPLICA_CONTENDERS)
+                       and workload in LIMIT_CONTENDERS.get(c, (workload,))]
             for k in options.steps_per_call:
                 runs += [Run(c, workload, replicas, k) for c in allowed if c != "legacy"]
             if "legacy" in allowed:
@@ -154,7 +172,9 @@ def make_data(tmp: str, code: str) -> str:
 def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
             timeout: float, code: str, cpu_allocator: str) -> dict[str, Any]:
     stack = "legacy" if run.contender == "legacy" else "new"
-    argv = [PYTHON[stack], "-m", f"bench.run_{run.contender}", json.dumps(spec)]
+    argv = [PYTHON[stack], "-m", MODULES.get(run.contender, f"bench.run_{run.contender}"),
+            json.dumps(spec)]
+    cpu_allocator = allocator_for(cpu_allocator, run.contender)
     log_path = os.path.join(tmp, f"{run.label.replace('/', '_')}_rep{repeat}.log")
     start, load = time.monotonic(), os.getloadavg()[0]
     try:

@@ -23,4 +23,7 @@ WORKLOADS: dict[str, Workload] = {
     "cnn": Workload("cnn", "x28", 128, 0.05, 60, 30, True),
     "mlp": Workload("mlp", "x8", 128, 0.1, 1000, 600, False),
     "resnet": Workload("resnet", "x28", 128, 0.05, 100, 40, True),
+    # Issue 20's overhead-bound MLP: 64-32-10, batch 64, Momentum on exponential decay, L2
+    # weight decay on both kernels. Its limit is the raw loop (`run_raw.py`).
+    "mlp64": Workload("mlp64", "x8", 64, 0.1, 3000, 600, False),
 }
