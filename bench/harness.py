@@ -71,7 +71,7 @@ class Run:
 class Options:
     workloads: tuple[str, ...] = tuple(WORKLOADS)
     steps_per_call: tuple[int, ...] = (1, 10, 100)
-    replicas: tuple[int, ...] = (1, 8)
+    replicas: tuple[int, ...] | None = None  # None: each workload's own, else (1, 8).
     contenders: tuple[str, ...] = CONTENDERS
     repeats: int = 3
     scale: float = 1.0  # Multiplies every workload's measured train/eval/predict steps.
@@ -87,6 +87,8 @@ class Options:
     replica_inference: bool = True
     # A key of CPU_ALLOCATORS (the same for every contender) or "launcher" (see allocator_for).
     cpu_allocator: str = "malloc"
+    # Measure peak float32 matmul FLOP/s once per repeat (the CNN's compute efficiency).
+    peak_flops: bool = True
 
 
 def matrix(options: Options) -> list[Run]:
@@ -97,11 +99,13 @@ def matrix(options: Options) -> list[Run]:
     """
     runs: list[Run] = []
     for workload in options.workloads:
-        for replicas in options.replicas:
+        spec = WORKLOADS[workload]
+        for replicas in options.replicas or spec.replicas or (1, 8):
             allowed = [c for c in options.contenders
                        if (replicas == 1 or c in MULTI_REPLICA_CONTENDERS)
-                       and workload in LIMIT_CONTENDERS.get(c, (workload,))]
-            for k in options.steps_per_call:
+                       and workload in LIMIT_CONTENDERS.get(c, (workload,))
+                       and c in (spec.contenders or (c,))]
+            for k in spec.steps_per_call or options.steps_per_call:
                 runs += [Run(c, workload, replicas, k) for c in allowed if c != "legacy"]
             if "legacy" in allowed:
                 runs.append(Run("legacy", workload, replicas, 1))
@@ -172,8 +176,9 @@ def make_data(tmp: str, code: str) -> str:
 def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
             timeout: float, code: str, cpu_allocator: str) -> dict[str, Any]:
     stack = "legacy" if run.contender == "legacy" else "new"
-    argv = [PYTHON[stack], "-m", MODULES.get(run.contender, f"bench.run_{run.contender}"),
-            json.dumps(spec)]
+    module = (WORKLOADS[run.workload].runner
+              or MODULES.get(run.contender, f"bench.run_{run.contender}"))
+    argv = [PYTHON[stack], "-m", module, json.dumps(spec)]
     cpu_allocator = allocator_for(cpu_allocator, run.contender)
     log_path = os.path.join(tmp, f"{run.label.replace('/', '_')}_rep{repeat}.log")
     start, load = time.monotonic(), os.getloadavg()[0]
@@ -206,6 +211,13 @@ def run_all(options: Options, tmp: str | None = None,
     runs = matrix(options)
     results = []
     for repeat in range(options.repeats):
+        if options.peak_flops:
+            result = peak_flops(tmp, repeat, options.timeout, code,
+                                allocator_for(options.cpu_allocator, "tf2"))
+            record(result)
+            progress(f"[repeat {repeat + 1}/{options.repeats}] peak matmul: "
+                     f"{result.get('matmul_flops_per_sec', float('nan')) / 1e9:.1f} GFLOP/s")
+            results.append(result)
         ordered: Iterable[Run] = runs if repeat % 2 == 0 else reversed(runs)
         for i, run in enumerate(ordered):
             result = run_one(run, spec_for(run, options, data, tmp), tmp, repeat,
@@ -218,6 +230,26 @@ def run_all(options: Options, tmp: str | None = None,
             results.append(result)
     return results
 
+
+
+def peak_flops(tmp: str, repeat: int, timeout: float, code: str,
+               cpu_allocator: str) -> dict[str, Any]:
+    """This machine's float32 matmul FLOP/s now (`bench.peak_flops`), once per repeat.
+
+    On the hand-written loop's allocator. Recorded with `kind: peak`.
+    """
+    log_path = os.path.join(tmp, f"peak_rep{repeat}.log")
+    start, load = time.monotonic(), os.getloadavg()[0]
+    try:
+        out = _run_process([PYTHON["new"], "-m", "bench.peak_flops"], "new", log_path,
+                           timeout, code, cpu_allocator)
+        line = next(l for l in out.splitlines() if l.startswith(common.RESULT_PREFIX))
+        result = json.loads(line[len(common.RESULT_PREFIX):])
+    except (RuntimeError, StopIteration, subprocess.TimeoutExpired) as e:
+        result = {"error": str(e)}
+    result.update(kind="peak", repeat=repeat, seconds=time.monotonic() - start,
+                  load1_before=load, cpu_allocator=cpu_allocator)
+    return result
 
 
 def busy_processes(min_cpu: float = 5.0) -> list[str]:
