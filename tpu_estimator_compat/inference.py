@@ -92,7 +92,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
         iterator = inputs_lib.iterate(source.dataset)
 
         def traced(hook_tensors: HookTensors = ()) -> tuple[loop_lib.InferenceLoop, Any]:
-            key = (mode, plan, padded, on_tpu, source.spec_key, hook_tensors)
+            key = (mode, plan, padded, on_tpu, source.spec_key, source.endless, hook_tensors)
             if key not in runtime.functions:
                 record = replica_step.TraceRecord()
                 make_step = (replica_step.make_eval_step if mode == ModeKeys.EVAL
@@ -102,7 +102,8 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
                                  hook_tensor_names=tuple(name for name, _ in hook_tensors))
                 runtime.functions[key] = (loop_lib.InferenceLoop(
                     runtime.strategy, step, padded=padded, input_spec=source.replica_spec,
-                    steps_per_call=settings.iterations_per_loop), record)
+                    steps_per_call=settings.iterations_per_loop, endless=source.endless),
+                    record)
             loop, record = runtime.functions[key]
             # A model_fn's own init_from_checkpoint (BERT's use_tpu=False path) only set
             # initializers in TF1; evaluate/predict restore the checkpoint instead.
@@ -226,11 +227,13 @@ def predict(session: InferenceSession, predict_keys: Sequence[str] | None,
             if not yield_single_examples:
                 yield batch
                 continue
-            for i in range(int(mask.sum())):
-                if isinstance(batch, dict):
-                    yield {k: v[i] for k, v in batch.items()}
-                else:
-                    yield batch[i]
+            if not isinstance(batch, dict):
+                yield from batch[:int(mask.sum())]
+                continue
+            # Row by row over every key at once: row i of each array, as `v[i]` gives it.
+            names = list(batch)
+            for row in zip(*batch.values()):
+                yield dict(zip(names, row))
 
 
 # Steps whose metric updates go to the background thread at once (see `evaluate`).

@@ -155,12 +155,14 @@ class InferenceLoop:
 
     def __init__(self, strategy: tf.distribute.Strategy,
                  step: Callable[[Any, Any], dict[str, Any]], *, padded: bool,
-                 input_spec: Any = None, steps_per_call: int | None = None) -> None:
+                 input_spec: Any = None, steps_per_call: int | None = None,
+                 endless: bool = False) -> None:
         self._strategy = strategy
         self._padded = padded
+        self._endless = endless
         self._replica_fn = tf.autograph.experimental.do_not_convert(_with_row_count(step))
         # Taken through `get_next_as_optional`, fixed-size batches keep their static shapes.
-        self._fixed = FixedBatches.of(strategy, input_spec)
+        self._fixed = None if endless else FixedBatches.of(strategy, input_spec)
         self._loop_replica_fn = self._replica_fn
         if self._fixed is not None:
             self._loop_replica_fn = self._fixed.with_static_shapes(
@@ -254,11 +256,14 @@ class InferenceLoop:
     def _next_step(self, iterator: Any, run: Callable[..., tuple],
                    stop: Callable[[], tuple]) -> tuple:
         """`run(features, labels, mask)` on the next element if there is one whose step runs
-        (every replica fed; not all padding), else `stop()`."""
-        optional = iterator.get_next_as_optional()
+        (every replica fed; not all padding), else `stop()`.
 
-        def has_value() -> tuple:
-            element = optional.get_value()
+        Input known to be endless (`repeat()`ed, or padded with endless all-padding batches)
+        is read with plain `get_next()`: no end-of-input `cond` around the step (at one step
+        per call that check was a fifth of a small model's call).
+        """
+
+        def step_on(element: Any) -> tuple:
             features, labels, mask = _element_parts(element, self._padded)
             step = lambda: run(features, labels, mask)  # noqa: E731
             if self._fixed is not None:
@@ -267,7 +272,10 @@ class InferenceLoop:
                 return tf.cond(_rows_of(self._strategy, mask) > 0, step, stop)
             return step()
 
-        return tf.cond(optional.has_value(), has_value, stop)
+        if self._endless:
+            return step_on(iterator.get_next())
+        optional = iterator.get_next_as_optional()
+        return tf.cond(optional.has_value(), lambda: step_on(optional.get_value()), stop)
 
     def _run_one_fn(self, iterator: Any) -> Any:
         """The loop's outputs for `n=1`, without the loop."""
