@@ -28,7 +28,8 @@ from bench.workloads import WORKLOADS
 
 RESULTS_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 QUICK = {"steps_per_call": (10,), "replicas": (1,), "contenders": ("shim", "tf2", "legacy"),
-         "repeats": 1, "scale": 0.25}
+         "repeats": 1, "scale": 0.25, "workloads": ("cnn", "mlp", "resnet"),
+         "peak_flops": False}
 
 
 def _csv(kind: type) -> Callable[[str], tuple]:
@@ -50,9 +51,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    default=None, help="skip eval/predict on 8 replicas (no target uses it)")
     p.add_argument("--shim-rev", help="measure tpu_estimator_compat as committed at this "
                                       "git revision (default: the working tree)")
-    p.add_argument("--cpu-allocator", choices=sorted(harness.CPU_ALLOCATORS),
-                   help="TensorFlow's CPU allocator for every contender: malloc (TF's "
-                        "default, the default here) or bfc (TF_CPU_ALLOCATOR_USE_BFC=true)")
+    p.add_argument("--cpu-allocator", choices=harness.ALLOCATOR_MODES,
+                   help="TensorFlow's CPU allocator: malloc (TF's default, the default "
+                        "here) or bfc (TF_CPU_ALLOCATOR_USE_BFC=true) for every contender; "
+                        "launcher: each as its user gets it by default, the shim on BFC as "
+                        "its launcher sets it, every other contender on malloc")
+    p.add_argument("--no-peak-flops", dest="peak_flops", action="store_false", default=None,
+                   help="skip the peak matmul FLOP/s measurement (CNN compute efficiency)")
     p.add_argument("--json", help="append every raw result to this JSON-lines file")
     p.add_argument("--from-json", help="render the tables from a --json file; run nothing")
     p.add_argument("--write-results", action="store_true",
@@ -63,7 +68,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def options_from(args: argparse.Namespace) -> harness.Options:
     values: dict[str, Any] = dict(QUICK) if args.quick else {}
     for name in ("workloads", "contenders", "steps_per_call", "replicas", "repeats", "scale",
-                 "timing_repeats", "shim_rev", "replica_inference", "cpu_allocator"):
+                 "timing_repeats", "shim_rev", "replica_inference", "cpu_allocator",
+                 "peak_flops"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     for name, allowed in (("workloads", WORKLOADS), ("contenders", harness.CONTENDERS)):
@@ -87,29 +93,45 @@ def _timing_repeats(results: list[dict[str, Any]]) -> str:
     return " or ".join(str(c) for c in counts) or "1"
 
 
+def _allocators(results: list[dict[str, Any]]) -> str:
+    """Which CPU allocator each contender ran on (the same for all, or per contender)."""
+    # Results recorded before the option existed all ran on TF's default allocator.
+    by_contender: dict[str, set[str]] = {}
+    for r in results:
+        if r.get("kind") != "peak":
+            by_contender.setdefault(r["contender"], set()).add(r.get("cpu_allocator", "malloc"))
+    allocators = sorted(set().union(*by_contender.values()))
+    if len(allocators) == 1:
+        return (f"CPU allocator {allocators[0]} (`TF_CPU_ALLOCATOR_USE_BFC`="
+                f"{harness.CPU_ALLOCATORS[allocators[0]]}, all contenders)")
+    return "CPU allocator per contender (`--cpu-allocator launcher`: as each user gets it by " \
+        "default): " + ", ".join(f"{c} {' and '.join(sorted(a))}"
+                                 for c, a in sorted(by_contender.items()))
+
+
 def render(results: list[dict[str, Any]], context: list[str]) -> str:
     table_rows = report.rows(results)
     loads = [r["load1_before"] for r in results]
     tf_versions = sorted({r["tf_version"] for r in results if "tf_version" in r})
-    # Results recorded before the option existed all ran on TF's default allocator.
-    allocators = sorted({r.get("cpu_allocator", "malloc") for r in results})
     repeats = len({r["repeat"] for r in results})
+    processes = len([r for r in results if r.get("kind") != "peak"])
     header = context + [
-        f"{len(results)} contender processes in {repeats} interleaved repeat(s); ratios are "
+        f"{processes} contender processes in {repeats} interleaved repeat(s); ratios are "
         "shim / reference within a repeat, median [min..max] over repeats; verdicts use the "
         "median. Throughput is the best of up to 5 windows of whole calls after warm-up; "
         "eval/predict from the time difference of a 1-batch and a longer call, each size "
         f"the fastest of {_timing_repeats(results)} call(s), sizes alternating.",
-        f"Machine: {report.machine()}; TensorFlow {' and '.join(tf_versions)}; CPU "
-        f"allocator {' and '.join(allocators)} (`TF_CPU_ALLOCATOR_USE_BFC`="
-        f"{' and '.join(harness.CPU_ALLOCATORS[a] for a in allocators)}, all contenders).",
+        f"Machine: {report.machine()}; TensorFlow {' and '.join(tf_versions)}; "
+        f"{_allocators(results)}.",
         f"Load (1-min average when each process started): median "
         f"{statistics.median(loads):.2f}, max {max(loads):.2f}, on {os.cpu_count()} cores.",
     ]
+    efficiency = report.efficiency_table(results)
     return ("\n".join(f"- {line}" for line in header)
             + f"\n\n### Ratios and targets ({report.summary(table_rows)})\n\n"
             + report.ratio_table(table_rows)
-            + "\n\n### Absolute figures (medians)\n\n" + report.figures_table(results) + "\n")
+            + "\n\n### Absolute figures (medians)\n\n" + report.figures_table(results) + "\n"
+            + (f"\n### Compute efficiency (CNN)\n\n{efficiency}\n" if efficiency else ""))
 
 
 def main(argv: list[str]) -> int:

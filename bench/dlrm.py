@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.dlrm --repeats 2            # both contenders, 1 and 8 replicas
     .venv/bin/python -m bench.dlrm --one shim --replicas 8 --steps 50   # one process
+    .venv/bin/python -m bench --workloads dlrm            # the same, in the bench's table
 
 The workload (issue 18): 26 sparse categorical features, one id per example each, each with
 its own table of 10^5 to 10^6 rows (geometric; 9.3 M rows in all) of dimension 16, mean
@@ -238,7 +239,23 @@ def run_one(contender: str, replicas: int, steps: int) -> dict[str, Any]:
             "train_steps_per_s": rate, "peak_rss_mb": rss_mb}
 
 
+def harness_main(spec: dict[str, Any]) -> None:
+    """`python -m bench.dlrm '<json spec>'`: one contender process of `python -m bench`
+    (workload `dlrm`), printing the harness's BENCH_RESULT line."""
+    from bench import common
+
+    result = run_one(spec["contender"], spec["replicas"], spec["steps_per_call"])
+    nan = float("nan")
+    common.emit({**spec, "train_steps_per_sec": result["train_steps_per_s"],
+                 "peak_rss_mb": result["peak_rss_mb"], "time_to_first_step": nan,
+                 "train_cpu_ms_per_step": nan, **common.NO_INFERENCE})
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 1 and argv[0].startswith("{"):
+        harness_main(json.loads(argv[0]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", choices=("shim", "tf2"), help="run one contender here")
     parser.add_argument("--replicas", type=int, nargs="*", default=[1, 8])

@@ -25,8 +25,12 @@ from bench.workloads import WORKLOADS
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = {"new": os.path.join(REPO, ".venv", "bin", "python"),
           "legacy": os.path.join(REPO, ".venv-legacy", "bin", "python")}
-CONTENDERS = ("shim", "tf2", "keras", "legacy")
+CONTENDERS = ("shim", "shim_nosum", "tf2", "raw", "keras", "legacy")
 MULTI_REPLICA_CONTENDERS = ("shim", "tf2")  # The issue measures 8 replicas for these two.
+# The raw loop (`run_raw.py`) is hand-written per model: the overhead-bound MLPs, where it is
+# the limit. `shim_nosum` (the shim with legacy's training summaries off) runs next to it.
+LIMIT_CONTENDERS = {"raw": ("mlp", "mlp64"), "shim_nosum": ("mlp", "mlp64")}
+MODULES = {"shim_nosum": "bench.run_shim"}  # Contender -> module, when not bench.run_<name>.
 # Pinned on both stacks: oneDNN changes float results and timings; quiet C++ logs.
 BASE_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0"}
 NEW_STACK_ENV = {"TF_USE_LEGACY_KERAS": "1"}  # r1 layers and tf_keras on TF 2.21.
@@ -35,6 +39,18 @@ NEW_STACK_ENV = {"TF_USE_LEGACY_KERAS": "1"}  # r1 layers and tf_keras on TF 2.2
 # malloc hands big freed tensors back to the kernel and page-faults them in again: on the
 # 8-replica ResNet that is over half the process's CPU time (bench/RESULTS.md, finding 11).
 CPU_ALLOCATORS = {"malloc": "false", "bfc": "true"}
+# `--cpu-allocator launcher`: every contender as its user gets it by default. The shim's
+# launcher (`python -m tpu_estimator_compat.run`) turns BFC on for the script it runs
+# (unless the user set the variable); everything else runs on TensorFlow's default, malloc.
+LAUNCHER_BFC_CONTENDERS = ("shim", "shim_nosum")
+ALLOCATOR_MODES = (*CPU_ALLOCATORS, "launcher")
+
+
+def allocator_for(mode: str, contender: str) -> str:
+    """The CPU allocator (a key of CPU_ALLOCATORS) `contender` runs on under `mode`."""
+    if mode == "launcher":
+        return "bfc" if contender in LAUNCHER_BFC_CONTENDERS else "malloc"
+    return mode
 WARMUP_STEPS = 10
 MULTI_REPLICA_SCALE = 0.5
 
@@ -55,7 +71,7 @@ class Run:
 class Options:
     workloads: tuple[str, ...] = tuple(WORKLOADS)
     steps_per_call: tuple[int, ...] = (1, 10, 100)
-    replicas: tuple[int, ...] = (1, 8)
+    replicas: tuple[int, ...] | None = None  # None: each workload's own, else (1, 8).
     contenders: tuple[str, ...] = CONTENDERS
     repeats: int = 3
     scale: float = 1.0  # Multiplies every workload's measured train/eval/predict steps.
@@ -69,7 +85,10 @@ class Options:
     # iterator, restore) needs long calls to resolve the per-batch cost; off saves ~half
     # the full run. No target depends on it.
     replica_inference: bool = True
-    cpu_allocator: str = "malloc"  # A key of CPU_ALLOCATORS, the same for every contender.
+    # A key of CPU_ALLOCATORS (the same for every contender) or "launcher" (see allocator_for).
+    cpu_allocator: str = "malloc"
+    # Measure peak float32 matmul FLOP/s once per repeat (the CNN's compute efficiency).
+    peak_flops: bool = True
 
 
 def matrix(options: Options) -> list[Run]:
@@ -80,10 +99,13 @@ def matrix(options: Options) -> list[Run]:
     """
     runs: list[Run] = []
     for workload in options.workloads:
-        for replicas in options.replicas:
+        spec = WORKLOADS[workload]
+        for replicas in options.replicas or spec.replicas or (1, 8):
             allowed = [c for c in options.contenders
-                       if replicas == 1 or c in MULTI_REPLICA_CONTENDERS]
-            for k in options.steps_per_call:
+                       if (replicas == 1 or c in MULTI_REPLICA_CONTENDERS)
+                       and workload in LIMIT_CONTENDERS.get(c, (workload,))
+                       and c in (spec.contenders or (c,))]
+            for k in spec.steps_per_call or options.steps_per_call:
                 runs += [Run(c, workload, replicas, k) for c in allowed if c != "legacy"]
             if "legacy" in allowed:
                 runs.append(Run("legacy", workload, replicas, 1))
@@ -154,7 +176,10 @@ def make_data(tmp: str, code: str) -> str:
 def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
             timeout: float, code: str, cpu_allocator: str) -> dict[str, Any]:
     stack = "legacy" if run.contender == "legacy" else "new"
-    argv = [PYTHON[stack], "-m", f"bench.run_{run.contender}", json.dumps(spec)]
+    module = (WORKLOADS[run.workload].runner
+              or MODULES.get(run.contender, f"bench.run_{run.contender}"))
+    argv = [PYTHON[stack], "-m", module, json.dumps(spec)]
+    cpu_allocator = allocator_for(cpu_allocator, run.contender)
     log_path = os.path.join(tmp, f"{run.label.replace('/', '_')}_rep{repeat}.log")
     start, load = time.monotonic(), os.getloadavg()[0]
     try:
@@ -186,6 +211,13 @@ def run_all(options: Options, tmp: str | None = None,
     runs = matrix(options)
     results = []
     for repeat in range(options.repeats):
+        if options.peak_flops:
+            result = peak_flops(tmp, repeat, options.timeout, code,
+                                allocator_for(options.cpu_allocator, "tf2"))
+            record(result)
+            progress(f"[repeat {repeat + 1}/{options.repeats}] peak matmul: "
+                     f"{result.get('matmul_flops_per_sec', float('nan')) / 1e9:.1f} GFLOP/s")
+            results.append(result)
         ordered: Iterable[Run] = runs if repeat % 2 == 0 else reversed(runs)
         for i, run in enumerate(ordered):
             result = run_one(run, spec_for(run, options, data, tmp), tmp, repeat,
@@ -198,6 +230,26 @@ def run_all(options: Options, tmp: str | None = None,
             results.append(result)
     return results
 
+
+
+def peak_flops(tmp: str, repeat: int, timeout: float, code: str,
+               cpu_allocator: str) -> dict[str, Any]:
+    """This machine's float32 matmul FLOP/s now (`bench.peak_flops`), once per repeat.
+
+    On the hand-written loop's allocator. Recorded with `kind: peak`.
+    """
+    log_path = os.path.join(tmp, f"peak_rep{repeat}.log")
+    start, load = time.monotonic(), os.getloadavg()[0]
+    try:
+        out = _run_process([PYTHON["new"], "-m", "bench.peak_flops"], "new", log_path,
+                           timeout, code, cpu_allocator)
+        line = next(l for l in out.splitlines() if l.startswith(common.RESULT_PREFIX))
+        result = json.loads(line[len(common.RESULT_PREFIX):])
+    except (RuntimeError, StopIteration, subprocess.TimeoutExpired) as e:
+        result = {"error": str(e)}
+    result.update(kind="peak", repeat=repeat, seconds=time.monotonic() - start,
+                  load1_before=load, cpu_allocator=cpu_allocator)
+    return result
 
 
 def busy_processes(min_cpu: float = 5.0) -> list[str]:

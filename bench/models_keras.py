@@ -41,6 +41,12 @@ def _mlp() -> keras.Model:
                              layers.Dense(10)])
 
 
+def _mlp64() -> keras.Model:
+    return keras.Sequential([
+        layers.Dense(32, activation="relu", input_shape=(64,), kernel_regularizer=_weight_decay),
+        layers.Dense(10, kernel_regularizer=_weight_decay)])
+
+
 def _conv_bn(x: Any, filters: int, kernel: int, strides: int, relu: bool = True) -> Any:
     x = layers.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=False,
                       kernel_regularizer=_weight_decay)(x)
@@ -63,17 +69,19 @@ def _resnet() -> keras.Model:
 
 
 def build(name: str) -> keras.Model:
-    return {"cnn": _cnn, "mlp": _mlp, "resnet": _resnet}[name]()
+    return {"cnn": _cnn, "mlp": _mlp, "resnet": _resnet, "mlp64": _mlp64}[name]()
 
 
 def optimizer(name: str) -> keras.optimizers.Optimizer:
-    """models_v1's optimiser: Momentum for resnet, else SGD on exponential_decay."""
+    """models_v1's optimiser: Momentum for resnet, SGD (mlp64: Momentum) on
+    exponential_decay otherwise."""
     workload = models_v1.WORKLOADS[name]
     if name == "resnet":
         return keras.optimizers.SGD(workload.learning_rate, momentum=models_v1.MOMENTUM)
     schedule = keras.optimizers.schedules.ExponentialDecay(
-        workload.learning_rate, decay_steps=100000, decay_rate=0.96)
-    return keras.optimizers.SGD(schedule)
+        workload.learning_rate, decay_steps=models_v1.DECAY_STEPS,
+        decay_rate=models_v1.DECAY_RATE)
+    return keras.optimizers.SGD(schedule, momentum=models_v1.MOMENTUM if name == "mlp64" else 0.0)
 
 
 def dataset(data: str, name: str, split: str, batch_size: int, *, labels: bool = True,

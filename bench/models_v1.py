@@ -7,7 +7,8 @@ stacks and the comparison is about the runtime, not the model. The spec class is
 `TPUEstimatorSpec`. Nothing here imports tpu_estimator_compat.
 
 Workloads (see `workloads.py`): `cnn` is mnist_tpu's create_model/model_fn (compute-bound); `mlp`
-a 64-32-10 perceptron on the 8x8 digits (overhead-bound); `resnet` a small ResNet-v1 with
+a 64-32-10 perceptron on the 8x8 digits (overhead-bound); `mlp64` the same at batch 64 with
+weight decay and Momentum (issue 20's); `resnet` a small ResNet-v1 with
 batch norm, weight decay and Momentum. legacy_models/resnet/ did not exist when this was
 written, so `resnet` is our own small r1 model_fn.
 """
@@ -22,8 +23,9 @@ import tensorflow.compat.v1 as tf
 from bench.workloads import WORKLOADS
 
 
-WEIGHT_DECAY = 1e-4  # resnet only: WEIGHT_DECAY * tf.nn.l2_loss(kernel), every kernel.
-MOMENTUM = 0.9  # resnet only.
+WEIGHT_DECAY = 1e-4  # resnet, mlp64: WEIGHT_DECAY * tf.nn.l2_loss(kernel), every kernel.
+MOMENTUM = 0.9  # resnet, mlp64.
+DECAY_STEPS, DECAY_RATE = 100000, 0.96  # exponential_decay of cnn, mlp, mlp64.
 DROPOUT = 0.4  # cnn only, as mnist_tpu.
 
 
@@ -52,6 +54,13 @@ def mlp(inputs: Any, training: bool) -> Any:
     del training
     x = tf.layers.dense(inputs, 32, activation=tf.nn.relu)
     return tf.layers.dense(x, 10)
+
+
+def mlp64(inputs: Any, training: bool) -> Any:
+    """`mlp` with weight decay on both kernels (issue 20's overhead-bound MLP)."""
+    del training
+    x = tf.layers.dense(inputs, 32, activation=tf.nn.relu, kernel_regularizer=_weight_decay)
+    return tf.layers.dense(x, 10, kernel_regularizer=_weight_decay)
 
 
 def _weight_decay(kernel: Any) -> Any:
@@ -86,7 +95,8 @@ def resnet(inputs: Any, training: bool) -> Any:
     return tf.layers.dense(x, 10, kernel_regularizer=_weight_decay)
 
 
-MODELS: dict[str, Callable[[Any, bool], Any]] = {"cnn": cnn, "mlp": mlp, "resnet": resnet}
+MODELS: dict[str, Callable[[Any, bool], Any]] = {"cnn": cnn, "mlp": mlp, "resnet": resnet,
+                                                 "mlp64": mlp64}
 
 
 def metric_fn(labels: Any, logits: Any) -> dict[str, Any]:
@@ -99,8 +109,9 @@ def _optimizer(workload: Workload, use_tpu: bool) -> Any:
         opt = tf.train.MomentumOptimizer(workload.learning_rate, MOMENTUM)
     else:
         lr = tf.train.exponential_decay(workload.learning_rate, tf.train.get_global_step(),
-                                        decay_steps=100000, decay_rate=0.96)
-        opt = tf.train.GradientDescentOptimizer(lr)
+                                        decay_steps=DECAY_STEPS, decay_rate=DECAY_RATE)
+        opt = (tf.train.MomentumOptimizer(lr, MOMENTUM) if workload.name == "mlp64"
+               else tf.train.GradientDescentOptimizer(lr))
     return tf.tpu.CrossShardOptimizer(opt) if use_tpu else opt
 
 

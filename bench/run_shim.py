@@ -5,6 +5,9 @@ built exactly like the legacy contender (`use_tpu=False`); on 8 it runs the way 
 documents a TPU script on a CPU host: the CPU split into 8 logical devices and `use_tpu=True`,
 which falls back to MirroredStrategy over them (and wraps CrossShardOptimizer).
 
+As contender `shim_nosum` it runs with `RunConfig(save_summary_steps=0)`: none of legacy's
+training summaries, the setting the raw loop (which writes none) is compared with.
+
 The shim rejects hooks, so loop ends are stamped from its progress log line
 `global_step = N, loss = ..., global_step/sec = ...`, written once per loop right after the
 compiled loop returns.
@@ -54,8 +57,11 @@ class ShimStack:
         shim, spec = self._shim, self._spec
         batch = estimator_bench.models_v1.WORKLOADS[spec["workload"]].batch_size
         replicas = spec["replicas"]
+        # shim_nosum: legacy's training summaries off (the loss and the step-rate events).
+        quiet = {"save_summary_steps": 0} if spec["contender"] == "shim_nosum" else {}
         config = shim.RunConfig(model_dir=model_dir, tf_random_seed=1,
-                                tpu_config=shim.TPUConfig(spec["steps_per_call"], replicas))
+                                tpu_config=shim.TPUConfig(spec["steps_per_call"], replicas),
+                                **quiet)
         return shim.TPUEstimator(model_fn=model_fn, config=config, params=params,
                                  use_tpu=replicas > 1, train_batch_size=batch,
                                  eval_batch_size=batch, predict_batch_size=batch)

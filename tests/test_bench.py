@@ -55,3 +55,24 @@ def test_marginal_rate_keeps_each_size_s_fastest_call(monkeypatch):
                                           batch_size=128, repeats=3)
     assert rate == pytest.approx(100 * 128 / 0.9)
     assert overhead == pytest.approx(0.1 - 0.9 / 100)
+
+
+def test_launcher_mode_gives_the_shim_bfc_and_every_other_contender_tf_defaults():
+    assert harness.allocator_for("launcher", "shim") == "bfc"
+    assert harness.allocator_for("launcher", "shim_nosum") == "bfc"
+    assert {harness.allocator_for("launcher", c) for c in ("tf2", "raw", "keras", "legacy")} == {
+        "malloc"}
+    assert harness.allocator_for("malloc", "shim") == "malloc"
+
+
+def test_matrix_runs_each_contender_where_it_applies():
+    runs = harness.matrix(harness.Options(workloads=("mlp64", "cnn", "bert", "dlrm")))
+    labels = {run.label for run in runs}
+    assert "raw/mlp64/r1/k100" in labels and "shim_nosum/mlp64/r1/k100" in labels
+    assert not any(l.startswith(("raw/cnn", "shim_nosum/cnn", "raw/mlp64/r8")) for l in labels)
+    # bert: start-up on 1, 2 and 8 replicas, legacy on one; dlrm at its own 50 steps a loop.
+    assert {l for l in labels if "/bert/" in l} == {
+        "shim/bert/r1/k1", "tf2/bert/r1/k1", "legacy/bert/r1/k1", "shim/bert/r2/k1",
+        "tf2/bert/r2/k1", "shim/bert/r8/k1", "tf2/bert/r8/k1"}
+    assert {l for l in labels if "/dlrm/" in l} == {
+        "shim/dlrm/r1/k50", "tf2/dlrm/r1/k50", "shim/dlrm/r8/k50", "tf2/dlrm/r8/k50"}

@@ -1,4 +1,4 @@
-"""Tests for loop.py: the compiled multi-step train/inference loops and the train driver.
+"""Tests for loop.py and inference_loop.py: the compiled train/inference loops and the driver.
 
 Tiny step functions (one variable, a counter) on the default strategy and MirroredStrategy
 over 8 logical CPUs; no estimator, no model_fn.
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tpu_estimator_compat import inference_loop
 from tpu_estimator_compat import loop as loop_lib
 
 
@@ -146,7 +147,7 @@ def test_inference_loop_gathers_outputs_and_stops_at_end_of_input(strategy):
     def step(features, labels):
         return {"loss": tf.reduce_mean(features), "predictions": {"ids": labels}}
 
-    loop = loop_lib.InferenceLoop(strategy, step, padded=False)
+    loop = inference_loop.InferenceLoop(strategy, step, padded=False)
     with strategy.scope():
         iterator = iter(_dataset(strategy, 24))  # Three global batches of 8.
         first = loop(iterator, 2)
@@ -167,7 +168,7 @@ def test_padded_inference_loop_stops_at_the_first_all_padding_batch(strategy):
     padding = tf.data.Dataset.from_tensors((-1.0, False)).repeat()
     data = rows.concatenate(padding).map(
         lambda x, m: {"features": x, "padding_mask": m}).batch(per_replica)
-    loop = loop_lib.InferenceLoop(strategy, step, padded=True)
+    loop = inference_loop.InferenceLoop(strategy, step, padded=True)
     with strategy.scope():
         iterator = iter(strategy.distribute_datasets_from_function(lambda _: data))
         result = loop(iterator, 10)
@@ -181,7 +182,7 @@ def test_inference_loop_passes_one_value_per_step_leaves_through(strategy):
     def step(features, labels):
         return {"metrics": [labels, tf.reshape(tf.reduce_sum(features), [1])]}
 
-    loop = loop_lib.InferenceLoop(strategy, step, padded=False)
+    loop = inference_loop.InferenceLoop(strategy, step, padded=False)
     with strategy.scope():
         iterator = iter(_dataset(strategy, 48, batch=16))  # Three global batches of 16.
         result = loop(iterator, 5)
@@ -194,7 +195,7 @@ def test_inference_loop_passes_one_value_per_step_leaves_through(strategy):
                                                        for i in range(3)]
     # A padded loop passes them too: whether a step had padding rows is known per step,
     # on the host (inference.evaluate refuses such a step; see test_inference).
-    padded = loop_lib.InferenceLoop(strategy, step, padded=True)
+    padded = inference_loop.InferenceLoop(strategy, step, padded=True)
     data = tf.data.Dataset.range(16).map(
         lambda x: {"features": tf.cast(x, tf.float32), "labels": x, "padding_mask": True})
     with strategy.scope():
@@ -255,7 +256,7 @@ def test_fixed_size_batches_keep_static_shapes_in_the_inference_loop(strategy):
 
     replicas = strategy.num_replicas_in_sync
     dataset, spec = _fixed_batches_of_unknown_count(strategy, 2 * 2 * replicas, 2)
-    loop = loop_lib.InferenceLoop(strategy, step, padded=False, input_spec=spec)
+    loop = inference_loop.InferenceLoop(strategy, step, padded=False, input_spec=spec)
     with strategy.scope():
         result = loop(iter(dataset), 10)
     assert shapes and all(shape == [2, 3] for shape in shapes), shapes
@@ -292,7 +293,7 @@ def test_unknown_batch_axes_match_under_tf1_tensor_shapes():
                                  "logits": tf.TensorSpec([None, 3])}}
     tf.compat.v1.disable_v2_tensorshape()
     try:
-        flags = loop_lib._per_example_leaves(structure, padded=False)  # pylint: disable=protected-access
+        flags = inference_loop._per_example_leaves(structure, padded=False)  # pylint: disable=protected-access
     finally:
         tf.compat.v1.enable_v2_tensorshape()
     assert flags == (True, True)

@@ -439,3 +439,14 @@ def test_summary_writer_created_in_model_fn_writes_what_legacy_wrote(tmp_path, s
     files = [path for path in glob.glob(os.path.join(str(tmp_path), "events.out.tfevents.*"))
              if recorder.events_in(path)]
     assert len(files) == 1, files
+
+
+@pytest.mark.parametrize("value", [0.0, -0.0, 1.5, -3.25, 1e-40, 2.0**-149, 3.4e38, 1e39, -1e39,
+                                   float("inf"), float("-inf"), float("nan"), 123456.789])
+@pytest.mark.parametrize("tag", ["loss", "global_step/sec", "examples/sec", "t" * 200, "ü/ß"])
+def test_scalar_events_are_the_bytes_protobuf_writes(tag, value):
+    """The training summaries' bytes are built by hand; they must be protobuf's exactly."""
+    proto = tf.compat.v1.Summary
+    expected = proto(value=[proto.Value(tag=tag, simple_value=value),
+                            proto.Value(tag="x", simple_value=2.0)]).SerializeToString()
+    assert summaries._serialized_scalars([(tag, value), ("x", 2.0)]) == expected  # pylint: disable=protected-access

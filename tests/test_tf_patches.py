@@ -8,10 +8,12 @@ import ast
 import contextlib
 import dataclasses
 import importlib.util
+import os
 import pathlib
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import tensorflow as tf
@@ -369,3 +371,28 @@ def test_no_private_attribute_is_reached_by_name_outside_the_seam_modules():
         "Private attributes reached by name outside _tf_private.py/_tf_patches.py:\n  "
         + "\n  ".join(problems)
         + "\nMove TensorFlow's into _tf_private.py; list other owners' in _NOT_TENSORFLOW.")
+
+
+def test_patches_survive_a_later_import_of_their_package_in_a_fresh_process():
+    """A script's `from tensorflow.compat.v1.distribute.cluster_resolver import
+    TPUClusterResolver` after install_aliases(): the import system makes a new module object
+    for the package (and rebinds `tf.compat.v1.distribute.cluster_resolver` to it), which must
+    hold the patched names too, or the script gets TF's resolver that raises without a TPU."""
+    code = textwrap.dedent("""
+        import tpu_estimator_compat
+        from tpu_estimator_compat import aliases
+        tpu_estimator_compat.install_aliases()
+        import tensorflow as tf
+        from tensorflow.compat.v1.distribute.cluster_resolver import TPUClusterResolver
+        from tensorflow.compat.v1.logging import set_verbosity
+        import tensorflow.compat.v1.tpu.experimental
+        assert TPUClusterResolver.__module__ == aliases.__name__, TPUClusterResolver
+        assert tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver is TPUClusterResolver
+        assert set_verbosity is tf.compat.v1.logging.set_verbosity
+        assert set_verbosity.__module__ == aliases.__name__, set_verbosity.__module__
+        print("OK")
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=240, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("OK")

@@ -41,11 +41,8 @@ class Patch:
         `uninstall` deletes it again.
       package: A package that may be missing (tf_keras); without it the patch is a no-op.
       signature: `str(inspect.signature(original))` the replacement was written against.
-      every_module_object: The owner is a public TF API module, which TensorFlow keeps as
-        several module objects (lazy `TFModuleWrapper`s under `tensorflow._api.v2...` and
-        `tensorflow....`, each with the module it wraps); bind the name on all of them, so
-        `tf.a.b.X`, `from tensorflow.a.b import X` and `import tensorflow.a.b as m; m.X`
-        all see it.
+      (A target on a public API package, `tensorflow.a.b.name`, is bound on every module
+      object TensorFlow keeps for that package: see `_tf_patches.settle_api`.)
     """
 
     name: str
@@ -58,7 +55,6 @@ class Patch:
     may_be_absent: bool = False
     package: str | None = None
     signature: str | None = None
-    every_module_object: bool = False
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -206,7 +202,6 @@ PATCHES: tuple[Patch, ...] = (
     *(Patch(
         name=f"aliases.{name}",
         target=f"tensorflow.compat.v1.tpu.experimental.{name}",
-        every_module_object=True,
         may_be_absent=True,
         why="TF 2.16+ dropped the v1 TPU embedding optimization parameter classes; "
             "TPUEstimator scripts build EmbeddingConfigSpec(optimization_parameters=...) "

@@ -29,6 +29,7 @@ import importlib.util
 import inspect
 import sys
 import threading
+import types
 import weakref
 from typing import Any, Callable, Iterable, Iterator
 
@@ -156,15 +157,35 @@ def _public_api_modules() -> list[Any]:
             and (module_name.startswith("tensorflow") or module_name.startswith("tf_keras"))]
 
 
+def _maybe(path: str) -> Any:
+    try:
+        return resolve(path)
+    except PatchTargetError:
+        return None
+
+
+def _is_api_module(path: str) -> bool:
+    """Whether `path` names a public TensorFlow API package below the root (`tensorflow.x...`)."""
+    if not path.startswith("tensorflow.") or path.startswith(("tensorflow.python",
+                                                               "tensorflow._api")):
+        return False
+    obj = _maybe(path)
+    return isinstance(obj, types.ModuleType) or hasattr(obj, "_tfmw_wrapped_module")
+
+
 def _module_objects(path: str) -> list[Any]:
-    """Every loaded module object of the public API module `path` (see `every_module_object`)."""
-    # Only what is loaded: importing `path` through the import system would rebind its
-    # parent's attribute to a new module object (TF's lazy API packages), behind the back of
-    # patches already bound on the old one.
+    """Every loaded module object of the public API package `path`.
+
+    TensorFlow keeps one API package as several module objects: the lazy `TFModuleWrapper`
+    reached by attribute (`tensorflow._api.v2....`), the one the import system makes for
+    `import tensorflow.a.b` (which then rebinds the parent's attribute), and the module each
+    wraps. A patch of a name on such a package is bound on all of them (see `settle_api`).
+    """
     tail = path.partition(".")[2]
     found = [resolve(path)]
     found += [module for name, module in list(sys.modules.items())
-              if module is not None and name.startswith("tensorflow") and name.endswith(tail)]
+              if module is not None and name.startswith("tensorflow") and name.endswith(tail)
+              and name[-len(tail) - 1] == "."]
     found += [vars(m).get("_tfmw_wrapped_module") for m in list(found)]
     unique: dict[int, Any] = {}
     for module in found:
@@ -175,17 +196,55 @@ def _module_objects(path: str) -> list[Any]:
     return sorted(unique.values(), key=lambda m: "_tfmw_wrapped_module" in vars(m))
 
 
+_SETTLED: list[bool] = []
+_SETTLE_LOCK = threading.Lock()
+
+
+def settle_api() -> None:
+    """Imports, through the import system, every public API package a patch binds on. Once.
+
+    Importing `tensorflow.compat.v1.tpu` (a script's `from tensorflow.compat.v1.tpu import
+    ...`) makes a new module object and rebinds `tf.compat.v1.tpu` to it: a patch bound
+    before on the old object only would be lost to every later `tf.compat.v1.tpu.x`. Loading
+    them all first, and binding on every module object of each (`_module_objects`), keeps
+    every path to a patched name patched, whatever the script imports later.
+    """
+    if _SETTLED:
+        return
+    with _SETTLE_LOCK:
+        if _SETTLED:
+            return
+        for p in PATCHES:
+            if _package_missing(p) or p.public_bindings or p.kind == INSTANCE:
+                continue
+            for path in p.paths:
+                parts = path.split(".")[:-1]
+                for end in range(2, len(parts) + 1):
+                    name = ".".join(parts[:end])
+                    if not _is_api_module(name):
+                        break
+                    try:
+                        importlib.import_module(name)
+                    except ImportError:
+                        break
+        _SETTLED.append(True)
+
+
 def bindings(p: Patch) -> list[tuple[Any, str]]:
     """The (owner, attribute) pairs applying `p` would rebind now (not for INSTANCE)."""
-    if p.every_module_object:
-        owner_path, _, attribute = p.target.rpartition(".")
-        return [(module, attribute) for module in _module_objects(owner_path)]
     if p.public_bindings:
         function = resolve(p.target)
         attribute = p.target.rpartition(".")[2]
         return [(module, attribute) for module in _public_api_modules()
                 if vars(module).get(attribute) is function]
-    return [_owner(path) for path in p.paths]
+    found: list[tuple[Any, str]] = []
+    for path in p.paths:
+        owner_path, _, attribute = path.rpartition(".")
+        owners = (_module_objects(owner_path) if _is_api_module(owner_path)
+                  else [resolve(owner_path)])
+        found += [(owner, attribute) for owner in owners
+                  if not any(o is owner and a == attribute for o, a in found)]
+    return found
 
 
 def _package_missing(p: Patch) -> bool:
@@ -291,6 +350,7 @@ def install(*names: str) -> None:
     selected = _select(names, (PROCESS,))
     if all(p.name in _installed for p in selected):
         return  # The common case (every replica step asks again): no lock.
+    settle_api()
     with _LOCK:
         for p in selected:
             if p.name not in _installed:
@@ -347,6 +407,7 @@ def applied(name: str, *args: Any) -> Iterator[Any]:
     p = patch(name)
     if p.kind != SCOPED:
         raise ValueError(f"Patch {name!r} is {p.kind}, not scoped; use install/install_on.")
+    settle_api()
     with _LOCK:
         state = _scoped.get(name)
         if state is None:

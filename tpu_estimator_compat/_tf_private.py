@@ -463,3 +463,13 @@ def per_worker_iterators(coordinator, dataset_fns):
             coordinator.strategy, concrete.structured_outputs)
         values.append(remote)
     return _coordinator_values.PerWorkerDistributedIterator(tuple(values))
+
+
+# `tf.contrib.summary` was TensorFlow's `summary_ops_v2` module (scalar(name, tensor, family,
+# step), always_record_summaries, record_summaries_every_n_global_steps, ...). TF 2.21 still
+# defines those functions there, but its public `tf.summary` API exposes only the TF2 forms.
+def summary_ops_v2_module():
+    """TensorFlow's `summary_ops_v2` module, which TF 1.x served as `tf.contrib.summary`."""
+    from tensorflow.python.ops import summary_ops_v2  # pylint: disable=import-outside-toplevel
+
+    return summary_ops_v2

@@ -400,7 +400,7 @@ def build_estimator_namespace() -> AliasNamespace:
 # ---------------------------------------------------------------------------------------------
 
 _CONTRIB_SERVED = ("tpu", "cluster_resolver", "layers", "framework", "metrics", "data", "slim",
-                   "training")
+                   "training", "summary")
 CONTRIB_HINT = (
     "tf.contrib was removed in TensorFlow 2 and no maintained library keeps this symbol under "
     "its legacy name (served: tf.contrib.{}). Replace it in your code with its TF2 or tf-slim "
@@ -473,6 +473,7 @@ class _ContribNamespace(AliasNamespace):
 def build_contrib_namespace() -> AliasNamespace:
     """Builds `tf.contrib` from this library, TensorFlow's v1 API and tf-slim."""
     import tpu_estimator_compat
+    from tpu_estimator_compat import contrib_summary
     from tpu_estimator_compat import hparams as hparams_lib
 
     v1 = tf.compat.v1
@@ -506,6 +507,8 @@ def build_contrib_namespace() -> AliasNamespace:
                         {"HParams": hparams_lib.HParams,
                          "parse_values": hparams_lib.parse_values}),
         "slim": _tf_slim,
+        # TF 1.x TPU host_calls write summaries with it (contrib_summary.py).
+        "summary": lambda: sub("summary", [], contrib_summary.members())(),
     }
     return _ContribNamespace(factories)
 

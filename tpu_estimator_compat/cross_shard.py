@@ -85,11 +85,38 @@ def patched_apply_gradients(original: Callable[..., Any]) -> Callable[..., Any]:
         # A custom optimizer (BERT's AdamWeightDecayOptimizer) updates variables itself in
         # replica context: sum the gradients first so every replica applies the TPU update.
         grads_and_vars = list(grads_and_vars)
-        summed = [(cross_replica_sum(g) if g is not None else None, v)
-                  for g, v in grads_and_vars]
-        return inner.apply_gradients(summed, global_step=global_step, name=name)
+        summed = _summed_gradients([g for g, _ in grads_and_vars])
+        return inner.apply_gradients([(g, v) for g, (_, v) in zip(summed, grads_and_vars)],
+                                     global_step=global_step, name=name)
 
     return apply_gradients
+
+
+def _summed_gradients(grads: list[Any]) -> list[Any]:
+    """`cross_replica_sum` of each gradient (None stays None), in few all-reduces.
+
+    One all-reduce per gradient made BERT-base's 201 gradients 201 merge_calls per replica
+    step trace, each waiting for every replica thread (10 s of a 2-replica trace). Here the
+    dense gradients of one dtype go in one all-reduce (TensorFlow's collective batch
+    all-reduce concatenates a batch, so dtypes are not mixed), as the v1 optimizers'
+    `batch_reduce_to` already does; sparse gradients keep one each.
+    """
+    context = tf.distribute.get_replica_context()
+    if (context is None or context.num_replicas_in_sync == 1
+            or _tf_private.in_legacy_tpu_shard_context()):
+        return [cross_replica_sum(g) if g is not None else None for g in grads]
+    summed: list[Any] = list(grads)
+    by_dtype: dict[Any, list[int]] = {}
+    for index, grad in enumerate(grads):
+        if isinstance(grad, tf.IndexedSlices):
+            summed[index] = cross_replica_sum(grad)
+        elif grad is not None:
+            by_dtype.setdefault(tf.as_dtype(grad.dtype), []).append(index)
+    for indices in by_dtype.values():
+        values = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in indices])
+        for index, value in zip(indices, values):
+            summed[index] = value
+    return summed
 
 
 def patched_cross_replica_sum(original: Callable[..., Any]) -> Callable[..., Any]:

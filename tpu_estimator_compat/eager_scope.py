@@ -128,11 +128,14 @@ def eager_generator(method: Callable[..., Iterator[Any]]) -> Callable[..., Itera
 def _one_item_at_a_time(inner: Iterator[Any], entry_point: str) -> Iterator[Any]:
     try:
         while True:
-            with running_eagerly(entry_point):
-                try:
-                    item = next(inner)
-                except StopIteration:
-                    return
+            try:
+                if tf.executing_eagerly():  # The usual caller: nothing to switch per item
+                    item = next(inner)      # (a context manager per example cost ~0.7 us).
+                else:
+                    with running_eagerly(entry_point):
+                        item = next(inner)
+            except StopIteration:
+                return
             yield item
     finally:
         # Closing runs the inner generator's `finally` blocks (hooks' end, iterators).

@@ -295,6 +295,8 @@ class HookRunner:
     def before_loop(self, step: int) -> None:
         del step
         self._contexts = []
+        if not self._generic:  # Nothing to call: no graph switch (once per loop at k=1).
+            return
         with self._scope():
             for hook in self._generic:
                 context = _train.SessionRunContext(_train.SessionRunArgs(None),
@@ -351,6 +353,9 @@ class HookRunner:
             # Legacy's CPU path fetched the global step in the step's own session.run, which
             # read it before the step's increment (recorded: 0, 1, 2, ... for steps 1, 2, 3).
             self._values["global_step"] = np.int64(step - 1)
+        if not self._contexts:
+            self._values["global_step"] = np.int64(step)
+            return stop
         session = self._session()
         with self._scope():
             for hook, context, args in self._contexts:

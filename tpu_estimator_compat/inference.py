@@ -23,7 +23,7 @@ from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import hooks as hooks_lib
 from tpu_estimator_compat import inputs as inputs_lib
-from tpu_estimator_compat import loop as loop_lib
+from tpu_estimator_compat import inference_loop as loop_lib
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import progress
 from tpu_estimator_compat import replica_step
@@ -61,8 +61,11 @@ class InferenceSession:
         while steps is None or done < steps:
             n = per_loop if steps is None else min(per_loop, steps - done)
             self.hooks.before_loop(step)  # May swap in a loop returning hooks' tensors.
-            with self.runtime.scope():
+            if self.loop.ready(self.iterator, n):  # Traced: the scopes only matter to a trace.
                 result = self.loop(self.iterator, n)
+            else:
+                with self.runtime.scope():
+                    result = self.loop(self.iterator, n)
             done += result.steps_run
             stop = self.hooks.after_loop(step, result.losses, result.hook_tensors,
                                          steps_run=result.steps_run)
@@ -89,7 +92,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
         iterator = inputs_lib.iterate(source.dataset)
 
         def traced(hook_tensors: HookTensors = ()) -> tuple[loop_lib.InferenceLoop, Any]:
-            key = (mode, plan, padded, on_tpu, source.spec_key, hook_tensors)
+            key = (mode, plan, padded, on_tpu, source.spec_key, source.endless, hook_tensors)
             if key not in runtime.functions:
                 record = replica_step.TraceRecord()
                 make_step = (replica_step.make_eval_step if mode == ModeKeys.EVAL
@@ -98,7 +101,8 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
                                  runtime.global_step, plan.for_model_fn, record=record,
                                  hook_tensor_names=tuple(name for name, _ in hook_tensors))
                 runtime.functions[key] = (loop_lib.InferenceLoop(
-                    runtime.strategy, step, padded=padded, input_spec=source.replica_spec),
+                    runtime.strategy, step, padded=padded, input_spec=source.replica_spec,
+                    steps_per_call=settings.iterations_per_loop, endless=source.endless),
                     record)
             loop, record = runtime.functions[key]
             # A model_fn's own init_from_checkpoint (BERT's use_tpu=False path) only set
@@ -166,14 +170,19 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
                                            leaves[slices["metrics"]], mask,
                                            per_example[slices["metrics"]]))
 
-    # metric_fn's updates of one loop run while the device runs the next.
+    # metric_fn's updates of one loop run while the device runs the next; the steps of short
+    # loops are handed over together (one hand-over cost more than a 1-step MLP update).
     background = metrics_lib.BackgroundUpdates()
+    pending: list[tuple[list[Any], Any]] = []
     try:
         for result in session.chunks(steps):
             per_step = (result.per_step()
                         if metrics is not None or host_call is not None else [])
             if metrics is not None:
-                background.submit(update_metrics, per_step)
+                pending += per_step
+                if len(pending) >= _UPDATES_PER_HANDOVER:
+                    background.submit(update_metrics, pending)
+                    pending = []
             for loss in result.losses:
                 mean_loss.update(loss)
             if host_call is not None:
@@ -183,6 +192,8 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
                                   global_step)
             if result.steps_run and result.last:
                 last_values = [leaf[-1] for leaf in result.last]
+        if pending:
+            background.submit(update_metrics, pending)
         background.drain()
     finally:
         background.close()
@@ -209,17 +220,24 @@ def predict(session: InferenceSession, predict_keys: Sequence[str] | None,
     where = session.loop.leaf_slices()["predictions"]
     for result in session.chunks(None):
         for leaves, mask in result.per_step():
-            batch = {k: leaf[mask] for k, leaf in zip(keys, leaves[where]) if k in wanted}
+            real = (lambda leaf: leaf) if bool(np.all(mask)) else (lambda leaf: leaf[mask])
+            batch = {k: real(leaf) for k, leaf in zip(keys, leaves[where]) if k in wanted}
             if not session.record.predictions_are_dict:
                 batch = batch[""]
             if not yield_single_examples:
                 yield batch
                 continue
-            for i in range(int(mask.sum())):
-                if isinstance(batch, dict):
-                    yield {k: v[i] for k, v in batch.items()}
-                else:
-                    yield batch[i]
+            if not isinstance(batch, dict):
+                yield from batch[:int(mask.sum())]
+                continue
+            # Row by row over every key at once: row i of each array, as `v[i]` gives it.
+            names = list(batch)
+            for row in zip(*batch.values()):
+                yield dict(zip(names, row))
+
+
+# Steps whose metric updates go to the background thread at once (see `evaluate`).
+_UPDATES_PER_HANDOVER = 16
 
 
 def _check_unpadded(structure: Any, per_example: Sequence[bool], mask: Any) -> None:
@@ -253,6 +271,8 @@ def _real_rows(leaves: list[Any], mask: Any, per_example: Sequence[bool]) -> lis
     """Drops padding rows from batch-major leaves; passes the others (one value per step,
     which the loop refuses in eval_metrics when batches are padded) as they are, as legacy's
     CPU path passed them to metric_fn."""
+    if bool(np.all(mask)):  # No padding (the usual step): the rows as they are, uncopied.
+        return list(leaves)
     return [leaf[mask] if batch else leaf for leaf, batch in zip(leaves, per_example)]
 
 

@@ -1,0 +1,66 @@
+"""`tf.contrib.summary` (contrib_summary.py): the TF 1.x TPU host_call idiom, read back.
+
+tensorflow/tpu's TF 1.x reference models wrote their host_call summaries with
+`from tensorflow.contrib import summary`: `create_file_writer(...).as_default()`,
+`always_record_summaries()`, `scalar(name, tensor, step=...)`, `return all_summary_ops()`.
+Run unchanged through the aliases, it must write what the same host_call written with
+`tf.compat.v2.summary` writes: the same tags at the same steps, with the same values.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import models
+import tpu_estimator_compat
+from test_summaries import events, host_call_model_fn, steps_of, train
+from tpu_estimator_compat import TPUEstimatorSpec, contrib_summary
+
+v1 = tf.compat.v1
+
+
+def contrib_host_call_model_fn(features, labels, mode, params):
+    """host_call_model_fn's host_call, written against tf.contrib.summary."""
+    tpu_estimator_compat.install_aliases()
+    summary = tf.compat.v1.contrib.summary
+    spec = models.linear_model_fn(features, labels, mode, params)
+    gs = tf.reshape(v1.train.get_global_step(), [1])
+    loss = tf.reshape(spec.loss, [1])
+    model_dir = params["model_dir"]
+
+    def host_call_fn(gs, loss):
+        with summary.create_file_writer(model_dir, max_queue=10).as_default():
+            with summary.always_record_summaries():
+                summary.scalar("host_loss", loss[0], step=gs[0])
+                summary.scalar("rows", tf.cast(tf.size(loss), tf.float32), step=gs[0])
+                return summary.all_summary_ops()
+
+    return TPUEstimatorSpec(spec.mode, loss=spec.loss, train_op=spec.train_op,
+                            host_call=(host_call_fn, [gs, loss]))
+
+
+@pytest.mark.parametrize("use_tpu", [True, False])
+def test_contrib_summary_host_call_writes_what_tf2_summaries_write(tmp_path, strategy,
+                                                                   use_tpu):
+    contrib = train(tmp_path / "contrib", strategy, contrib_host_call_model_fn, steps=6,
+                    ipl=3, use_tpu=use_tpu, every_n=2)
+    tf2 = train(tmp_path / "tf2", strategy, host_call_model_fn, steps=6, ipl=3,
+                use_tpu=use_tpu, every_n=2)
+    for tag in ("host_loss", "rows"):
+        assert steps_of(contrib, tag) == steps_of(tf2, tag) != []
+        np.testing.assert_array_equal([v for _, t, v in contrib if t == tag],
+                                      [v for _, t, v in tf2 if t == tag])
+    # Every replica's row reached the host: the global batch's loss per replica.
+    assert {v for _, t, v in contrib if t == "rows"} == {strategy.num_replicas_in_sync}
+
+
+def test_served_names_are_tensorflows_summary_ops():
+    served = contrib_summary.members()
+    assert set(contrib_summary.SERVED_FROM_TENSORFLOW) < set(served)
+    assert served["all_summary_ops"] is contrib_summary.all_summary_ops
+    assert served["create_summary_file_writer"] is contrib_summary.create_file_writer
+    with tf.Graph().as_default():
+        writer = contrib_summary.create_file_writer("/tmp/unused_logdir")
+        with writer.as_default(), served["always_record_summaries"]():
+            op = served["scalar"]("x", 1.0, family="fam", step=0)
+        assert op in contrib_summary.all_summary_ops()
