@@ -179,14 +179,21 @@ def v1_store_variable_names():
     return list(_variable_scope._get_default_variable_store()._vars)  # pylint: disable=protected-access
 
 
-# A v1 graph collection is a list in the graph's private `_collections` dict; TF1 code reaches
-# it through `get_collection_ref`, which hands out that very list. `replica_state.own_collections`
-# gives each MirroredStrategy replica thread its own lists in the one graph they all trace
-# into, which needs the list object itself replaced. No public API does that.
-def replace_collection(graph, key, value):
-    """Makes `value` the object `graph.get_collection_ref(key)` returns."""
+# A graph's v1 collections are lists in its private `_collections` dict, which the branch and
+# loop graphs of `tf.cond`/`tf.while_loop` share with the graph they are built in, and which
+# `tf.Graph` itself writes to create a key (`add_to_collection`, `get_collection_ref`).
+# `replica_state.own_collections` gives each MirroredStrategy replica thread its own lists in
+# the one graph they all trace into, whatever the key, which needs that dict replaced for the
+# step (and every key created meanwhile seen). No public API replaces or observes it.
+def graph_collections(graph):
+    """The dict `graph` keeps its collections in: {key: list}."""
+    return graph._collections  # pylint: disable=protected-access
+
+
+def set_graph_collections(graph, collections):
+    """Makes `collections` the dict `graph` keeps its collections in."""
     with graph._lock:  # pylint: disable=protected-access
-        graph._collections[key] = value  # pylint: disable=protected-access
+        graph._collections = collections  # pylint: disable=protected-access
 
 
 # `tf.compat.v1.get_variable` and `variable_scope` find their variable store and scope store

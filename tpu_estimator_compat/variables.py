@@ -12,8 +12,8 @@ owns three things:
 * `replica_scope`: entered at the top of every replica step. It gives the replica what a TPU
   core saw when legacy TPUEstimator built its graph: a fresh v1 variable store and variable
   scope of its own for the whole step (MirroredStrategy's replica threads interleave at every
-  all-reduce), fresh Keras layer-name counters, empty per-step collections, and the global
-  step in `GLOBAL_STEP`.
+  all-reduce), fresh Keras layer-name counters, collections of its own under every key
+  (`replica_state.own_collections`), and the global step in `GLOBAL_STEP`.
 * `global_step`: created eagerly before any model_fn runs, as Estimator did.
 
 It knows nothing of modes, specs, input pipelines or checkpoint files; `checkpoints.py` saves
@@ -504,7 +504,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
         # strips: all replicas trace into one graph, and a name scope the first replica used
         # (`dense/`) would come back uniquified (`dense_1/`) for the next, in the variables
         # that TF1-style code names after its name scope (Keras layers built in a graph).
-        with replica_state.own_collections(graph), \
+        with replica_state.own_collections(graph, keep=not replica_root), \
                 graph.name_scope(None), graph.name_scope(replica_root or None) as entered, \
                 registry.creator_scope((entered or "").rstrip("/"), step_prefix=strip_prefix), \
                 replica_state.own_v1_stores(graph, _refusing_partitioners), _v1.variable_scope(root, auxiliary_name_scope=False), \
