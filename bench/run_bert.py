@@ -56,10 +56,26 @@ def _dataset(tf: Any, batch: int) -> Any:
         batch, drop_remainder=True)
 
 
+def bert_dir() -> str:
+    """`legacy_models/bert` of the repository, whose modules import each other top-level.
+
+    The harness runs this file from a frozen copy of `bench/` alone (`harness.prepare_code`),
+    with the repository after it on PYTHONPATH, so the folder is looked up there too, not only
+    beside this file.
+    """
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for root in (here, *sys.path):
+        candidate = os.path.join(root or os.curdir, "legacy_models", "bert")
+        if os.path.isfile(os.path.join(candidate, "classifier_model.py")):
+            return candidate
+    raise FileNotFoundError(
+        "bench.run_bert: legacy_models/bert not found beside bench/ nor on sys.path "
+        f"({sys.path}); run it through `python -m bench` from the repository root.")
+
+
 def _estimator_ttfs(spec: dict[str, Any], model_dir: str) -> float:
     """Shim or legacy: a 1-step `train()` of run_classifier's model_fn, timed to the step."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), "legacy_models", "bert"))
+    sys.path.insert(0, bert_dir())
     replicas = spec["replicas"]
     if spec["contender"] == "legacy":
         from bench import run_legacy

@@ -76,3 +76,15 @@ def test_matrix_runs_each_contender_where_it_applies():
         "tf2/bert/r2/k1", "shim/bert/r8/k1", "tf2/bert/r8/k1"}
     assert {l for l in labels if "/dlrm/" in l} == {
         "shim/dlrm/r1/k50", "tf2/dlrm/r1/k50", "shim/dlrm/r8/k50", "tf2/dlrm/r8/k50"}
+
+
+def test_bert_runner_finds_its_model_from_the_frozen_bench_copy(tmp_path):
+    """The harness runs contenders from a copy of bench/ alone (the BERT rows once all failed
+    with `No module named 'classifier_model'` that way): run_bert must find legacy_models/bert
+    through the repository on PYTHONPATH, as `_env` sets it."""
+    code = harness.prepare_code(str(tmp_path), None)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([code, harness.REPO]))
+    found = subprocess.run(
+        [sys.executable, "-c", "from bench import run_bert; print(run_bert.bert_dir())"],
+        cwd=code, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    assert found == os.path.join(harness.REPO, "legacy_models", "bert")
