@@ -148,6 +148,9 @@ def rows(results: Sequence[dict[str, Any]]) -> list[Row]:
         for workload, replicas, k in subject_keys:
             if replicas not in target.replicas:
                 continue
+            measured = WORKLOADS[workload].figures
+            if measured is not None and target.figure not in measured:
+                continue  # Not a figure this workload's runner measures: no row at all.
             ref_k = k if target.same_k else 1
             if not any(key[:4] == (target.reference, workload, replicas, ref_k)
                        for key in index):

@@ -23,6 +23,8 @@ class Workload:
     contenders: tuple[str, ...] | None = None
     replicas: tuple[int, ...] | None = None
     steps_per_call: tuple[int, ...] | None = None
+    # The figures its runner measures (the report's rows); None: all of them.
+    figures: tuple[str, ...] | None = None
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -35,7 +37,7 @@ WORKLOADS: dict[str, Workload] = {
     # Start-up only (time to first step, peak RSS) of a BERT-base-shaped model_fn.
     "bert": Workload("bert", "", 8, 2e-5, 0, 0, True, runner="bench.run_bert",
                      contenders=("shim", "tf2", "legacy"), replicas=(1, 2, 8),
-                     steps_per_call=(1,)),
+                     steps_per_call=(1,), figures=("time_to_first_step", "peak_rss_mb")),
     # Issue 18's DLRM-style embedding workload (bench/dlrm.py): steps/s and peak RSS.
     "dlrm": Workload("dlrm", "", 1024, 0.05, 0, 0, True, runner="bench.dlrm",
                      contenders=("shim", "tf2"), replicas=(1, 8), steps_per_call=(50,)),

@@ -88,3 +88,17 @@ def test_bert_runner_finds_its_model_from_the_frozen_bench_copy(tmp_path):
         [sys.executable, "-c", "from bench import run_bert; print(run_bert.bert_dir())"],
         cwd=code, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
     assert found == os.path.join(harness.REPO, "legacy_models", "bert")
+
+
+def test_report_has_rows_only_for_the_figures_a_workload_measures():
+    """BERT's runner times start-up only: its NaN steps/s must not become n/a target rows."""
+    from bench import report
+
+    nan = float("nan")
+    results = [
+        {"contender": c, "workload": "bert", "replicas": 8, "steps_per_call": 1, "repeat": 0,
+         "time_to_first_step": t, "peak_rss_mb": m, "train_steps_per_sec": nan,
+         "train_cpu_ms_per_step": nan}
+        for c, t, m in (("shim", 80.0, 11000.0), ("tf2", 50.0, 12000.0))]
+    figures = {row.target.figure for row in report.rows(results)}
+    assert figures == {"time_to_first_step", "peak_rss_mb"}
