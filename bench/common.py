@@ -115,6 +115,25 @@ def train_figures(t_call: float, first: Sequence[tuple[int, float, float]],
             "train_steps": stamps[-1][0]}
 
 
+def loop_train_figures(spec: dict[str, Any], t_call: float,
+                       train_call: Callable[[Any, int, int], tuple[int, float, float]],
+                       fresh_iterator: Callable[[], Any]) -> dict[str, float]:
+    """`train_figures` of a hand-written loop (the TF2 and raw contenders), timed alike.
+
+    `train_call(iterator, n, steps_before)` runs n steps and returns their stamp. A 1-step
+    first call (the trace: time to first step), then whole k-step calls on a fresh iterator,
+    as a second `train()` makes, until the warm-up and measured steps of `train_plan` are run.
+    """
+    k = spec["steps_per_call"]
+    first = [train_call(fresh_iterator(), 1, 0)]
+    warm, measured = train_plan(spec)
+    iterator = fresh_iterator()
+    stamps: list[tuple[int, float, float]] = []
+    while not stamps or stamps[-1][0] < warm + measured:
+        stamps.append(train_call(iterator, k, len(stamps) * k))
+    return train_figures(t_call, first, stamps, warm)
+
+
 def timed(fn: Callable[[], Any]) -> float:
     start = clock()
     fn()

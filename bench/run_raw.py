@@ -104,13 +104,8 @@ def main(argv: list[str]) -> None:
         float(last_loss.numpy())  # What a loop logging its loss reads back per call.
         return common.stamp(steps_before + n)
 
-    first = [train_call(iter(dataset("train", shuffle=True)), 1, 0)]
-    warm, measured = common.train_plan(spec)
-    iterator = iter(dataset("train", shuffle=True))
-    stamps: list[tuple[int, float, float]] = []
-    while not stamps or stamps[-1][0] < warm + measured:
-        stamps.append(train_call(iterator, k, len(stamps) * k))
-    result: dict[str, Any] = common.train_figures(t_call, first, stamps, warm)
+    result: dict[str, Any] = common.loop_train_figures(
+        spec, t_call, train_call, lambda: iter(dataset("train", shuffle=True)))
 
     def run_chunks(fn: Any, steps: int, labels: bool) -> list[Any]:
         chunk_iterator = iter(dataset("test", labels=labels))

@@ -96,14 +96,8 @@ def main(argv: list[str]) -> None:
         return common.stamp(steps_before + n)
 
     # t_call was taken before the model was built: that is part of getting to step one.
-    iterator = iter(distributed("train", shuffle=True))
-    first = [train_call(iterator, 1, 0)]
-    warm, measured = common.train_plan(spec)
-    iterator = iter(distributed("train", shuffle=True))  # A fresh call, as train() makes.
-    stamps: list[tuple[int, float, float]] = []
-    while not stamps or stamps[-1][0] < warm + measured:
-        stamps.append(train_call(iterator, k, len(stamps) * k))
-    result: dict[str, Any] = common.train_figures(t_call, first, stamps, warm)
+    result: dict[str, Any] = common.loop_train_figures(
+        spec, t_call, train_call, lambda: iter(distributed("train", shuffle=True)))
 
     def run_chunks(fn: Any, steps: int, labels: bool) -> list[Any]:
         chunk_iterator = iter(distributed("test", labels=labels))
