@@ -47,6 +47,18 @@ def strategy(request) -> tf.distribute.Strategy:
     return make_strategy(request.param)
 
 
+@pytest.fixture
+def job(tmp_path):
+    """The processes of one multi-process test (`cluster_job.Job`); killed at the end if running."""
+    import cluster_job  # tests/cluster_job.py, beside this file.
+
+    job = cluster_job.Job(tmp_path)
+    try:
+        yield job
+    finally:
+        job.close()
+
+
 def legacy_recorder(name: str):
     """`tests/legacy_recorder/<name>.py` and its golden, for replaying it on the shim.
 

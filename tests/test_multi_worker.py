@@ -14,7 +14,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,48 +36,24 @@ SPEC = dict(batch=32, ipl=2, max_steps=12, save_steps=4, lr=0.1, train_examples=
 _BN = "batch_normalization/"
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def _tf_config(ports, index):
     return {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
             "task": {"type": "worker", "index": index}}
 
 
-class Job:
-    """Worker processes of one test; `close()` kills whatever still runs."""
-
-    def __init__(self, root):
-        self.root = pathlib.Path(root)
-        self.procs = {}
+class Job(cluster_job.Job):
+    """`cluster_job.Job` running the worker script on a JSON spec, one report file each."""
 
     def start(self, name, spec, tf_config=None, trace=False):
         spec_path = self.root / f"{name}.spec.json"
         spec_path.write_text(json.dumps(spec))
-        env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-        env.update(TF_ENABLE_ONEDNN_OPTS="0", TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
-                   PYTHONPATH=str(cluster_job.REPO))  # This checkout's package, not /work/main's.
-        if tf_config is not None:
-            env["TF_CONFIG"] = json.dumps(tf_config)
         command = [sys.executable, str(WORKER), str(spec_path), str(self.report_path(name))]
         if trace:
             # Every file this process creates, writes, renames or deletes.
             command = ["strace", "-f", "-qq", "-o", str(self.root / f"{name}.strace"), "-e",
                        "trace=openat,creat,rename,renameat,renameat2,mkdir,mkdirat,unlink,"
                        "unlinkat"] + command
-        log = open(self.root / f"{name}.log", "w")
-        self.procs[name] = subprocess.Popen(command, env=env, stdout=log,
-                                            stderr=subprocess.STDOUT)
-        log.close()
-        return self.procs[name]
+        return super().start(name, command, tf_config)
 
     def report_path(self, name):
         return self.root / f"{name}.report.json"
@@ -86,23 +61,8 @@ class Job:
     def report(self, name):
         return json.loads(self.report_path(name).read_text())
 
-    def log(self, name):
-        return (self.root / f"{name}.log").read_text()
-
-    def wait(self, *names, timeout=JOB_TIMEOUT):
-        deadline = time.monotonic() + timeout
-        for name in names:
-            try:
-                code = self.procs[name].wait(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"{name} did not finish in {timeout} s:\n{self.log(name)[-3000:]}")
-            assert code == 0, f"{name} exited with {code}:\n{self.log(name)[-3000:]}"
-
-    def close(self):
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=30)
+    def wait(self, *names, timeout=JOB_TIMEOUT, codes=(0,)):
+        return super().wait(*names, timeout=timeout, codes=codes)
 
 
 @pytest.fixture
@@ -158,7 +118,7 @@ def test_two_workers_train_like_one_process_of_four_replicas(job, tmp_path):
     multi_dir, single_dir = tmp_path / "multi", tmp_path / "single"
     for model_dir in (multi_dir, single_dir):
         _write_checkpoint(model_dir, initial)
-    ports = _free_ports(2)
+    ports = cluster_job.free_ports(2)
     trace = shutil.which("strace") is not None
     for index in range(2):
         job.start(f"worker{index}", dict(SPEC, cpus=2, model_dir=str(multi_dir)),
@@ -244,7 +204,7 @@ def test_killed_worker_job_restarts_from_last_checkpoint(job, tmp_path):
     model_dir = tmp_path / "model"
     spec = dict(SPEC, cpus=2, model_dir=str(model_dir), max_steps=40, save_steps=6,
                 evaluate=False, keep=100, sleep_per_loop=0.3)
-    ports = _free_ports(2)
+    ports = cluster_job.free_ports(2)
     for index in range(2):
         job.start(f"first{index}", spec, _tf_config(ports, index))
     # Kill worker 1 once the job has trained past a checkpoint (saves every 6 steps, loops
@@ -271,7 +231,7 @@ def test_killed_worker_job_restarts_from_last_checkpoint(job, tmp_path):
 
     # Restart the whole job (new ports, no slowdown): it resumes from the last checkpoint.
     spec["sleep_per_loop"] = 0.0
-    ports = _free_ports(2)
+    ports = cluster_job.free_ports(2)
     for index in range(2):
         job.start(f"again{index}", spec, _tf_config(ports, index))
     job.wait("again0", "again1")

@@ -28,15 +28,6 @@ FLAGS = [f"--train_steps={STEPS}", "--iterations=5", "--save_steps=20", "--throt
 HELD_OUT = 1797 - 1500
 
 
-@pytest.fixture
-def job(tmp_path):
-    job = cluster_job.Job(tmp_path)
-    try:
-        yield job
-    finally:
-        job.close()
-
-
 def _eval_events(model_dir):
     """{global step: {tag: value}} from model_dir/eval, read with TensorFlow's reader."""
     steps = {}

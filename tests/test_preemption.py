@@ -86,15 +86,6 @@ def _stopped_step(job, name, signal_name):
     return int(found[-1][0]), found[-1][1]
 
 
-@pytest.fixture
-def job(tmp_path):
-    job = cluster_job.Job(tmp_path)
-    try:
-        yield job
-    finally:
-        job.close()
-
-
 def test_sigterm_and_ctrl_c_stop_the_job_at_one_step_and_it_resumes_exactly(job, tmp_path):
     initial = _initial_values()
     model_dir, reference_dir = tmp_path / "model", tmp_path / "reference"
