@@ -34,6 +34,15 @@ from tpu_estimator_compat import checkpoints as checkpoints_lib
 _WARN_EVERY_SECS = 600  # Legacy repeated "no checkpoint yet" warnings at most every 10 min.
 
 
+def run_exporters(estimator: Any, eval_spec: Any, checkpoint: str, eval_result: dict[str, Any],
+                  is_the_final_export: bool) -> list[Any]:
+    """Runs each of `eval_spec.exporters` on one evaluated checkpoint, as legacy did after
+    every evaluation, each into `model_dir/export/<exporter name>`; their results in order."""
+    return [exporter.export(estimator, os.path.join(estimator.model_dir, "export", exporter.name),
+                            checkpoint, eval_result, is_the_final_export)
+            for exporter in eval_spec.exporters]
+
+
 class ContinuousEvaluation:
     """Legacy's continuous evaluation loop over one estimator's model_dir."""
 
@@ -107,11 +116,7 @@ class ContinuousEvaluation:
         self.eval_result = result
         step = int(result.get("global_step", checkpoints_lib.checkpoint_step(latest)))
         final = bool(self._max_steps) and step >= self._max_steps
-        self.export_results = [
-            exporter.export(self._estimator,
-                            os.path.join(self._estimator.model_dir, "export", exporter.name),
-                            latest, result, final)
-            for exporter in self._spec.exporters]
+        self.export_results = run_exporters(self._estimator, self._spec, latest, result, final)
         return step
 
     def _warn(self, message: str) -> None:

@@ -186,10 +186,8 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
         self._last_eval_time = self._clock()
         self._last_step = step
         final = self._max_steps is not None and step >= self._max_steps
-        for exporter in self._spec.exporters:
-            path = os.path.join(self._estimator.model_dir, "export", exporter.name)
-            self.export_results.append(exporter.export(
-                self._estimator, path, checkpoint, self.eval_result, final))
+        self.export_results += evaluator_lib.run_exporters(
+            self._estimator, self._spec, checkpoint, self.eval_result, final)
 
 
 @eager_scope.eager_entry_point
