@@ -186,7 +186,8 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
         self._last_eval_time = self._clock()
         self._last_step = step
         final = self._max_steps is not None and step >= self._max_steps
-        self.export_results += evaluator_lib.run_exporters(
+        # Legacy's listener kept the last evaluation's exports only, not every one's.
+        self.export_results = evaluator_lib.run_exporters(
             self._estimator, self._spec, checkpoint, self.eval_result, final)
 
 
