@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import models
-from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat import ModeKeys, RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
 
 v1 = tf.compat.v1
 
@@ -285,3 +285,79 @@ def test_hooks_without_tensor_fetches_keep_loops_on_tpu_path_only(tmp_path):
                                             hooks=[hook])
         counts[use_tpu] = [c[1] for c in hook.calls if c[0] == "after_run"]
     assert counts == {False: list(range(8)), True: [4, 8]}
+
+
+EMA_DECAY = 0.5
+
+
+def _ema_model_fn(features, labels, mode, params):
+    """A linear model whose train_op also keeps an EMA of its weights (decay 0.5)."""
+    logits = v1.layers.dense(features, 10)
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = None
+    if mode == ModeKeys.TRAIN:
+        train_op = v1.train.GradientDescentOptimizer(0.5).minimize(
+            loss, v1.train.get_global_step())
+        with tf.control_dependencies([train_op]):
+            train_op = v1.train.ExponentialMovingAverage(EMA_DECAY).apply(
+                v1.trainable_variables())
+    return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+class LoadEMAHook(v1.train.SessionRunHook):
+    """tensorflow/tpu inception/amoeba_net's evaluation hook: a Saver over the EMA map,
+    built in begin() from the graph's variables, restored in after_create_session."""
+
+    def __init__(self, model_dir):
+        self._model_dir = model_dir
+
+    def begin(self):
+        self.names = sorted(v1.train.ExponentialMovingAverage(EMA_DECAY).variables_to_restore())
+        self._saver = v1.train.Saver(
+            v1.train.ExponentialMovingAverage(EMA_DECAY).variables_to_restore())
+
+    def after_create_session(self, session, coord):
+        self._saver.restore(session, v1.train.latest_checkpoint(self._model_dir))
+
+
+def _digits_loss(kernel, bias, x, y):
+    logits = x @ kernel + bias
+    logits = logits - logits.max(axis=1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    return float(-log_probs[np.arange(len(y)), y].mean())
+
+
+def test_evaluation_hook_restoring_ema_weights_evaluates_them(tmp_path, strategy):
+    """Legacy ran begin() and after_create_session() on the finalized model graph: the hook
+    sees every variable, and its Saver's restore replaces the checkpoint's weights by their
+    moving averages for the evaluation."""
+    est = make(tmp_path, strategy, model_fn=_ema_model_fn)
+    est.train(models.digits_input_fn(256, flat=True), max_steps=8)
+    hook = LoadEMAHook(str(tmp_path))
+    result = est.evaluate(models.digits_input_fn(64, flat=True), steps=1, hooks=[hook])
+    assert hook.names == ["dense/bias/ExponentialMovingAverage",
+                          "dense/kernel/ExponentialMovingAverage", "global_step"]
+    reader = tf.train.load_checkpoint(est.latest_checkpoint())
+    x, y = models.digits(64, flat=True)
+    ema = _digits_loss(reader.get_tensor("dense/kernel/ExponentialMovingAverage"),
+                       reader.get_tensor("dense/bias/ExponentialMovingAverage"), x, y)
+    raw = _digits_loss(reader.get_tensor("dense/kernel"), reader.get_tensor("dense/bias"), x, y)
+    assert abs(ema - raw) > 1e-3
+    np.testing.assert_allclose(result["loss"], ema, rtol=1e-4)
+    # The next evaluate without the hook sees the checkpoint's own weights again.
+    plain = est.evaluate(models.digits_input_fn(64, flat=True), steps=1)
+    np.testing.assert_allclose(plain["loss"], raw, rtol=1e-4)
+
+
+def test_a_hooks_saver_cannot_save_and_says_what_to_use(tmp_path):
+    class SavingHook(v1.train.SessionRunHook):
+        def begin(self):
+            self._saver = v1.train.Saver()
+
+        def end(self, session):
+            self._saver.save(session, str(tmp_path / "mine"))
+
+    est = make(tmp_path, tf.distribute.get_strategy(), model_fn=_ema_model_fn)
+    with pytest.raises(NotImplementedError,
+                       match=r"Saver\.save\(sess, .*mine.*restore\(\) only.*saving_listeners"):
+        est.train(models.digits_input_fn(256, flat=True), max_steps=4, hooks=[SavingHook()])

@@ -8,6 +8,7 @@ trained through TPUEstimator on the default strategy and 8 MirroredStrategy repl
 import numpy as np
 import pytest
 import tensorflow as tf
+import models
 from conftest import make_strategy
 
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec, tf1_names
@@ -136,3 +137,27 @@ def test_collections_filtered_by_scope_hold_every_replicas_own_ops(tmp_path):
         np.testing.assert_allclose(readers["mirrored8"].get_tensor(variable),
                                    readers["default"].get_tensor(variable), rtol=1e-5,
                                    err_msg=variable)
+
+
+def test_tf_profiler_in_model_fn_counts_flops(tmp_path, strategy):
+    """tensorflow/tpu amoeba_net counts FLOPs with `tf.profiler.profile(graph)` in model_fn;
+    TensorFlow's profiler logger names variables by `v.op.name`."""
+    counted = []
+
+    def model_fn(features, labels, mode, params):
+        logits = tf.compat.v1.layers.dense(features, 10)
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+        options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+        options["output"] = "none"
+        counted.append(tf.compat.v1.profiler.profile(
+            tf.compat.v1.get_default_graph(), options=options).total_float_ops)
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, tf.compat.v1.train.get_global_step())
+        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
+                       tpu_config=TPUConfig(iterations_per_loop=2))
+    est = TPUEstimator(model_fn=model_fn, config=config, train_batch_size=64)
+    est.train(models.digits_input_fn(256, flat=True), max_steps=2)
+    assert counted and all(flops > 2 * 64 * 10 for flops in counted)
+    assert est.get_variable_value("global_step") == 2

@@ -81,6 +81,8 @@ PATCHED_SYMBOLS = {
         ("tensorflow.python.tpu.tpu_function.TpuContext.number_of_shards",),
     "warm_start.init_from_checkpoint": ("tensorflow.compat.v1.train.init_from_checkpoint",),
     "warm_start.Saver": ("tensorflow.compat.v1.train.Saver",),
+    "hooks.Saver": ("tensorflow.compat.v1.train.Saver",
+                    "tensorflow.python.training.saver.Saver"),
     "cluster.local_devices": ("tensorflow.python.distribute.collective_all_reduce_strategy."
                               "CollectiveAllReduceExtended._initialize_local_devices",),
     "inputs.device_pipelines":
@@ -100,6 +102,7 @@ _SCOPED_ARGS = {
     "cross_shard.number_of_shards": lambda: (),
     "warm_start.init_from_checkpoint": lambda: (warm_start.InitPlan(),),
     "warm_start.Saver": lambda: (),
+    "hooks.Saver": lambda: (),
     "cluster.local_devices": lambda: (2,),
     "inputs.device_pipelines": lambda: (),
 }

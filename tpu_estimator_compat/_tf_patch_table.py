@@ -276,6 +276,16 @@ PATCHES: tuple[Patch, ...] = (
             "cannot be built outside a graph.",
         build="tpu_estimator_compat.warm_start:recording_saver"),
     Patch(
+        name="hooks.Saver",
+        kind=SCOPED,
+        target="tensorflow.compat.v1.train.Saver",
+        also=("tensorflow.python.training.saver.Saver",),
+        why="A hook's `Saver(var_list)` built in begin() and restored in "
+            "after_create_session(sess) (tensorflow/tpu amoeba_net's LoadEMAHook, through "
+            "tf_slim's assign_from_checkpoint_fn) needs a TF1 session; its var_list is "
+            "restored through the map on the host instead.",
+        build="tpu_estimator_compat.hooks:host_saver"),
+    Patch(
         name="cluster.local_devices",
         kind=SCOPED,
         target="tensorflow.python.distribute.collective_all_reduce_strategy."

@@ -35,8 +35,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from tpu_estimator_compat import _tf_private
+from tpu_estimator_compat import _tf_patches, _tf_private
 from tpu_estimator_compat import loop as loop_lib
+from tpu_estimator_compat import variables as variables_lib
+from tpu_estimator_compat import warm_start as warm_start_lib
 
 _v1 = tf.compat.v1
 _train = _v1.train
@@ -158,6 +160,47 @@ class _Fetches:
             "host_call.")
 
 
+class _HostSaver:
+    """Stands in for `tf.compat.v1.train.Saver` made by a hook: restores on the host.
+
+    Legacy hooks built a Saver over graph variables in begin() and called
+    `saver.restore(session, path)` in after_create_session (loading EMA weights for
+    evaluation). The variables here are eager (and mirrored), which a v1 Saver cannot restore
+    outside a graph; the `{checkpoint name: variable}` map is restored directly.
+    """
+
+    def __init__(self, var_list: Any = None, *args: Any, **kwargs: Any) -> None:
+        del args, kwargs
+        if isinstance(var_list, dict):
+            self._var_map = dict(var_list)
+        else:
+            self._var_map = {v.name.split(":")[0]: v
+                             for v in (var_list if var_list is not None
+                                       else _v1.global_variables())}
+        if not self._var_map:
+            raise ValueError("No variables to save")
+
+    def restore(self, sess: Any, save_path: str) -> None:
+        del sess
+        with tf.init_scope():
+            warm_start_lib.restore_through_map(save_path, self._var_map)
+
+    def save(self, sess: Any, save_path: str, *args: Any, **kwargs: Any) -> Any:
+        del sess, args, kwargs
+        raise NotImplementedError(
+            f"Saver.save(sess, {save_path!r}) on a Saver made in a hook's begin(): "
+            "tpu_estimator_compat serves such a Saver for restore() only (loading EMA "
+            "weights). The estimator writes model_dir's checkpoints itself; to save at other "
+            "times pass a tf.compat.v1.train.CheckpointSaverHook, or a CheckpointSaverListener "
+            "in train(saving_listeners=...).")
+
+
+def host_saver(original: Any) -> type:
+    """The replacement of patch `hooks.Saver`: `_HostSaver`."""
+    del original
+    return _HostSaver
+
+
 class HostSession:
     """What a hook gets for `session`: `run` reads variables and the step's values."""
 
@@ -228,8 +271,10 @@ class HookRunner:
     def __init__(self, hooks: Sequence[Any], global_step: tf.Variable, *,
                  tensors_per_step: bool = False, graph: Any = None,
                  loss_name: str | None = None,
-                 fetch_tensors: FetchTensors | None = None, training: bool = True) -> None:
+                 fetch_tensors: FetchTensors | None = None, training: bool = True,
+                 registry: variables_lib.VariableRegistry | None = None) -> None:
         check_supported(hooks, tensors_per_step=tensors_per_step)
+        self._registry = registry
         self._hooks = list(hooks)
         self._global_step = global_step
         self._own_logging = tensors_per_step
@@ -258,13 +303,35 @@ class HookRunner:
     def _scope(self) -> Any:
         return global_step_visible(self._global_step, self._graph)
 
+    @contextlib.contextmanager
+    def _variables_visible(self) -> Iterator[None]:
+        """Inside: the v1 variable collections list the model's variables, as in legacy.
+
+        Legacy called `begin()` and `after_create_session()` with model_fn's graph
+        finalized, so `tf.global_variables()`, `tf.trainable_variables()` and
+        `ExponentialMovingAverage.variables_to_restore()` saw every variable there: an
+        evaluation hook that loads the EMA weights (tensorflow/tpu amoeba_net's
+        `LoadEMAHook`: a Saver over `variables_to_restore()`, restored in
+        `after_create_session`) needs them.
+        """
+        with contextlib.ExitStack() as stack:
+            if self._registry is not None:
+                stack.enter_context(self._registry.in_collections())
+                stack.enter_context(variables_lib.ema_restore_by_name())
+                stack.enter_context(_tf_patches.applied("hooks.Saver"))
+                # The graph model_fn was traced in (use_tpu=False) is a loop body whose name
+                # scope is `while/`; legacy's hooks ran at the root of the model's graph,
+                # where `ema.average_name(v)` is `dense/kernel/ExponentialMovingAverage`.
+                stack.enter_context(_v1.get_default_graph().name_scope(None))
+            yield
+
     def _session(self) -> HostSession:
         return HostSession(self._values, self._fetches)
 
     def begin(self, step: int) -> None:
         self.start_step = step
         self._values = {"global_step": np.int64(step), "loss": None}
-        with self._scope():
+        with self._scope(), self._variables_visible():
             for hook in self._generic:
                 if isinstance(hook, _train.LoggingTensorHook):
                     self._begin_logging(hook)

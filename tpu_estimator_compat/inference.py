@@ -136,7 +136,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
     session.hooks = hooks_lib.HookRunner(
         list(hooks or ()) + list(record.hooks), runtime.global_step,
         tensors_per_step=not on_tpu, graph=record.model_graph, loss_name=record.loss_name,
-        fetch_tensors=fetch_tensors, training=False)
+        fetch_tensors=fetch_tensors, training=False, registry=runtime.registry)
     return session
 
 

@@ -44,6 +44,10 @@ def install() -> None:
 # test `hasattr(v, 'op')` to tell graph variables from eager ones (optimizer slot keys,
 # control dependencies, `strategy.group`), and would mistake the stand-in for a graph op.
 _TF_INTERNALS = ("tensorflow.", "tf_keras.", "keras.")
+# ...except TensorFlow modules that read `v.op` only for the name, as model code does:
+# the profiler's `tfprof_logger` (`tf.profiler.profile(tf.get_default_graph())` in model_fn,
+# tensorflow/tpu amoeba_net's FLOP count) tags `v.op.name` of the trainable variables.
+_TF_NAME_READERS = ("tensorflow.python.profiler.",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +122,7 @@ def graph_style_variable_op(original: property) -> property:
         except AttributeError:
             # sys._getframe is CPython's documented frame API: the one caller frame is read.
             caller = sys._getframe(1).f_globals.get("__name__", "")  # pylint: disable=protected-access
-            if caller.startswith(_TF_INTERNALS):
+            if caller.startswith(_TF_INTERNALS) and not caller.startswith(_TF_NAME_READERS):
                 raise
             return VariableOp.of(self)
 

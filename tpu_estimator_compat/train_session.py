@@ -72,7 +72,8 @@ class TrainSession:
         hook_runner = hooks_lib.HookRunner(
             hooks + list(record.hooks), runtime.global_step,
             tensors_per_step=not settings.use_tpu, graph=record.model_graph,
-            loss_name=record.loss_name, fetch_tensors=fetch_tensors)
+            loss_name=record.loss_name, fetch_tensors=fetch_tensors,
+            registry=runtime.registry)
         if parameter_servers.is_parameter_server_strategy(runtime.strategy):
             parameter_servers.log_placement(runtime.registry.by_name())
         if runtime_lib.checkpoint_manager(settings, runtime).restore_latest() is None:

@@ -421,7 +421,7 @@ def _refusing_partitioners(get_variable: Callable[..., Any]) -> Callable[..., An
     return checked
 
 
-def _ema_restore_by_name() -> contextlib.AbstractContextManager[Any]:
+def ema_restore_by_name() -> contextlib.AbstractContextManager[Any]:
     """Inside: `ExponentialMovingAverage.variables_to_restore` works for eager variables."""
     return _tf_patches.applied("variables.ema_variables_to_restore")
 
@@ -508,7 +508,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
                 graph.name_scope(None), graph.name_scope(replica_root or None) as entered, \
                 registry.creator_scope((entered or "").rstrip("/"), step_prefix=strip_prefix), \
                 replica_state.own_v1_stores(graph, _refusing_partitioners), _v1.variable_scope(root, auxiliary_name_scope=False), \
-                _tf_private.tf1_tensor_equality(), _ema_restore_by_name(), \
+                _tf_private.tf1_tensor_equality(), ema_restore_by_name(), \
                 tf1_names.replica_scoped_collections(replica_root):
             for key in (_v1.GraphKeys.GLOBAL_STEP, _v1.GraphKeys.GLOBAL_VARIABLES):
                 ref = graph.get_collection_ref(key)
