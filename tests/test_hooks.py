@@ -361,3 +361,31 @@ def test_a_hooks_saver_cannot_save_and_says_what_to_use(tmp_path):
     with pytest.raises(NotImplementedError,
                        match=r"Saver\.save\(sess, .*mine.*restore\(\) only.*saving_listeners"):
         est.train(models.digits_input_fn(256, flat=True), max_steps=4, hooks=[SavingHook()])
+
+
+class _StepAfterRunHook(v1.train.SessionRunHook):
+    """Reads the global step both ways ELECTRA's ETAHook and legacy hooks did."""
+
+    def __init__(self):
+        self.seen = []
+
+    def begin(self):
+        self._step = v1.train.get_global_step()
+
+    def before_run(self, run_context):
+        return v1.train.SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        self.seen.append((int(run_values.results), int(run_context.session.run(self._step))))
+
+
+def test_session_run_in_after_run_sees_the_steps_increment_on_cpu_path(tmp_path):
+    """Legacy CPU path (recorded on TF 2.15): the step's own fetch read the global step
+    before its increment, a `run_context.session.run` in after_run (a later session.run)
+    read it after: (0, 1), (1, 2), (2, 3)."""
+    hook = _StepAfterRunHook()
+    config = RunConfig(model_dir=str(tmp_path), tpu_config=TPUConfig(iterations_per_loop=2))
+    TPUEstimator(model_fn=models.linear_model_fn, config=config, train_batch_size=64,
+                 use_tpu=False).train(models.digits_input_fn(256, flat=True), steps=3,
+                                      hooks=[hook])
+    assert hook.seen == [(0, 1), (1, 2), (2, 3)]

@@ -425,13 +425,17 @@ class HookRunner:
             return stop
         session = self._session()
         with self._scope():
-            for hook, context, args in self._contexts:
-                results = None
-                if args is not None and args.fetches is not None:
-                    results = session.run(args.fetches)
-                hook.after_run(context, _train.SessionRunValues(results, None, None))
+            # Every hook's SessionRunArgs were fetched by the step's own session.run (above:
+            # the global step before its increment); a `run_context.session.run(global_step)`
+            # inside after_run was a later session.run and read the step's increment
+            # (legacy: 1, 2, 3 for steps 1, 2, 3; ELECTRA's ETAHook reads it so).
+            results = [session.run(args.fetches)
+                       if args is not None and args.fetches is not None else None
+                       for _, _, args in self._contexts]
+            self._values["global_step"] = np.int64(step)
+            for (hook, context, _), result in zip(self._contexts, results):
+                hook.after_run(context, _train.SessionRunValues(result, None, None))
                 stop = stop or context.stop_requested
-        self._values["global_step"] = np.int64(step)
         return stop
 
     def _log(self, hook: Any, step: int) -> None:
