@@ -185,6 +185,36 @@ def test_compat_v1_scripts_are_not_tf1_mode(script):
     assert len(found.files) >= 1
 
 
+def test_detection_follows_a_sibling_imported_by_its_package_path(tmp_path, monkeypatch):
+    # google-research/language bert_joint/prepare_nq_data.py: only `tensorflow.compat.v1`
+    # itself, `from language.question_answering.bert_joint import run_nq` (a sibling reached
+    # through the package root on PYTHONPATH), and run_nq uses `tf.contrib`.
+    _write(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/sub/__init__.py": "",
+        "proj/sub/prepare.py": """
+            from proj.sub import run_model
+            import other
+            import tensorflow.compat.v1 as tf
+            FLAGS = tf.flags.FLAGS
+        """,
+        "proj/sub/run_model.py": """
+            import tensorflow.compat.v1 as tf
+            from tensorflow.contrib import tpu as contrib_tpu
+        """,
+        "outside/other.py": "import tensorflow as tf\nX = tf.contrib.layers\n",
+    })
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path / "outside"))
+    found = _detect(str(tmp_path / "proj" / "sub" / "prepare.py"))
+    assert found.is_tf1
+    assert found.tf1 == ("run_model.py:3 tf.contrib.tpu",)
+    # Only files under the script's directory are followed, not other sys.path entries.
+    assert sorted(os.path.relpath(f, tmp_path) for f in found.files) == [
+        os.path.join("proj", "sub", name) for name in ("__init__.py", "prepare.py",
+                                                        "run_model.py")]
+
+
 def test_detection_reports_tf2_names_and_relative_imports(tmp_path):
     _write(tmp_path, {
         "main.py": """

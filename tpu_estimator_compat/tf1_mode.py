@@ -378,8 +378,16 @@ def _absolute_name(module: str, level: int, importer: str, importer_path: str) -
 
 def _local_imports(importer: str, path: str, scan: _FileScan,
                    user_code: UserCode) -> list[tuple[str, str]]:
-    """(module name, file) of each user module that `path` imports, found without importing."""
-    roots = list(user_code.roots) + [r for r in map(_package_root, user_code.packages) if r]
+    """(module name, file) of each user module that `path` imports, found without importing.
+
+    Absolute names are looked up as Python would find them too (the `sys.path` entries, e.g.
+    a package root on PYTHONPATH): `from language.qa.bert_joint import run_nq` in a script
+    inside that package reaches a sibling file the script's directory alone cannot name.
+    Only files `user_code` owns are followed.
+    """
+    roots = list(dict.fromkeys(
+        list(user_code.roots) + [_real(p) for p in sys.path if p and os.path.isdir(p)]
+        + [r for r in map(_package_root, user_code.packages) if r]))
     found = []
     for level, module, names in scan.imports:
         base = _absolute_name(module, level, importer, path)
