@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 import models
+from conftest import make_strategy
 from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
                                   TPUEstimatorSpec)
 from tpu_estimator_compat import export as export_lib
@@ -347,3 +348,35 @@ def test_eval_metrics_with_k_rows_per_example_pass_when_no_step_is_padded(tmp_pa
     with pytest.raises(ValueError, match=r"axis 0 is not the per-replica batch, and this "
                                          r"evaluation step had padding rows.*drop_remainder"):
         est.evaluate(eval_input_fn())  # 300 rows: the last batch is partial.
+
+
+def test_train_distribute_alone_leaves_evaluation_undistributed(tmp_path):
+    """`RunConfig(train_distribute=...)` without `eval_distribute`: legacy evaluated on one
+    device, so metric_fn may take a scalar (google-research/bigbird run_pretraining.py,
+    use_tpu=False, passes its scalar masked_lm_loss); training still uses the strategy."""
+    seen_replicas = {}
+
+    def model_fn(features, labels, mode, params):
+        seen_replicas[mode] = tf.distribute.get_replica_context().num_replicas_in_sync
+        logits = v1.layers.dense(features, 10)
+        loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+        if mode == "train":
+            train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+                    loss, v1.train.get_global_step())
+            return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+        def metric_fn(mean_loss):
+            assert mean_loss.shape.rank == 0, mean_loss  # As model_fn made it.
+            return {"mean_loss": v1.metrics.mean(mean_loss)}
+        return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [loss]))
+
+    strategy = make_strategy("mirrored8")
+    config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
+                       tpu_config=TPUConfig(iterations_per_loop=2))
+    est = TPUEstimator(model_fn=model_fn, config=config, use_tpu=False,
+                       train_batch_size=64, eval_batch_size=64)
+    est.train(models.digits_input_fn(256, flat=True), max_steps=2)
+    result = est.evaluate(eval_input_fn(n=128), steps=2)
+    assert seen_replicas == {"train": 8, "eval": 1}, seen_replicas
+    assert result["global_step"] == 2
+    assert result["mean_loss"] == pytest.approx(result["loss"], rel=1e-5)

@@ -167,10 +167,16 @@ class TPUEstimator:
     # ------------------------------------------------------------------------------------
     # Runtime.
 
-    def _distribute_for(self, mode: str) -> tf.distribute.Strategy | None:
+    def _distribute_for(self, mode: str, use_tpu: bool) -> tf.distribute.Strategy | None:
         if mode == ModeKeys.TRAIN:
             return self._config.train_distribute
-        return self._config.eval_distribute or self._config.train_distribute
+        if use_tpu:
+            return self._config.eval_distribute or self._config.train_distribute
+        # Off TPU (use_tpu=False or eval_on_tpu=False) legacy's Estimator used
+        # `train_distribute` for training only: with no `eval_distribute` it evaluated and
+        # predicted undistributed, on one device (google-research/bigbird's use_tpu=False path
+        # sets only `train_distribute`, and its metric_fn takes scalars).
+        return self._config.eval_distribute
 
     def _runtime(self, mode: str, fresh: bool = False) -> runtime_lib.Runtime:
         """The runtime (variables, global step) for `mode`'s strategy, kept across calls.
@@ -180,7 +186,8 @@ class TPUEstimator:
         """
         tpu_config = self._config.tpu_config
         use_tpu = self._use_tpu and (mode == ModeKeys.TRAIN or self._eval_on_tpu)
-        choice = strategy_lib.select(use_tpu=use_tpu, distribute=self._distribute_for(mode),
+        choice = strategy_lib.select(use_tpu=use_tpu,
+                                     distribute=self._distribute_for(mode, use_tpu),
                                      cluster=self._config.cluster,
                                      cluster_info=self._config.cluster_info,
                                      num_shards=tpu_config.num_shards,

@@ -111,10 +111,24 @@ class HostMetrics:
         self._session: tf.compat.v1.Session | None = None
         with self._graph.as_default(), tf.device("/device:CPU:0"):
             placeholders = []
+            arg_tensors = []  # What metric_fn gets: the placeholders, scalars reshaped.
             self._dtypes: list[np.dtype] = []
             self._shapes: list[tuple | None] = []
-            for path, spec in paths_and_specs:
+            scalars = [_rank(leaf) == 0 for leaf in tf.nest.flatten(structure)]
+            if len(scalars) != len(paths_and_specs):
+                scalars = [False] * len(paths_and_specs)
+            for (path, spec), scalar in zip(paths_and_specs, scalars):
                 shape = tf.TensorShape(spec.shape)
+                if scalar and shape.rank == 1:
+                    # A scalar of legacy's CPU path, one row per step (replica_step): metric_fn
+                    # gets it back as the scalar model_fn made.
+                    dtype = tf.as_dtype(spec.dtype)
+                    placeholders.append(tf.compat.v1.placeholder(
+                            dtype, [None], name=_placeholder_name(path)))
+                    arg_tensors.append(tf.reshape(placeholders[-1], []))
+                    self._dtypes.append(np.dtype(dtype.as_numpy_dtype))
+                    self._shapes.append((None,))
+                    continue
                 if shape.rank == 0:
                     raise RuntimeError(
                             "All tensors outfed from TPU should preserve batch size "
@@ -126,10 +140,11 @@ class HostMetrics:
                 dtype = tf.as_dtype(spec.dtype)
                 placeholders.append(tf.compat.v1.placeholder(
                         dtype, shape, name=_placeholder_name(path)))
+                arg_tensors.append(placeholders[-1])
                 self._dtypes.append(np.dtype(dtype.as_numpy_dtype))
                 self._shapes.append(None if shape.rank is None else tuple(shape.as_list()))
             self._paths = [path for path, _ in paths_and_specs]
-            args = tf.nest.pack_sequence_as(structure, placeholders)
+            args = tf.nest.pack_sequence_as(structure, arg_tensors)
             metric_ops = self._call_metric_fn(metric_fn, args)
             value_ops, update_ops, keras_variables = self._validate(metric_ops)
             self.names: list[str] = sorted(value_ops)
@@ -301,6 +316,13 @@ def _assert_same_structure(expected: Any, given: Any) -> None:
     if isinstance(expected, Mapping) != isinstance(given, Mapping):
         raise TypeError("one is a dict and the other is not")
     tf.nest.assert_same_structure(expected, given, check_types=False)
+
+
+def _rank(value: Any) -> int | None:
+    """The rank of a model_fn tensor in `structure`; None for anything else (callers may
+    pass placeholder values there: only the container type and keys are used)."""
+    shape = getattr(value, "shape", None)
+    return shape.rank if isinstance(value, tf.Tensor) and shape is not None else None
 
 
 def _flatten_with_paths(nest: Any) -> list[tuple[tuple, Any]]:

@@ -320,10 +320,16 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
             eval_metrics = getattr(spec, "eval_metrics", None)
             if eval_metrics is not None:
-                spec_lib.check_eval_metrics_tensors_have_batch_dim(eval_metrics)
+                # Legacy's CPU path (use_tpu=False, one device) called metric_fn on model_fn's
+                # tensors as they were, scalars included (bigbird's scalar losses); only the
+                # TPU outfeed needed a batch axis. A scalar travels as one row per step and
+                # `metrics.HostMetrics` gives it back to metric_fn as a scalar.
+                one_device = (not caller.use_tpu and tf.distribute.get_replica_context()
+                              .num_replicas_in_sync == 1)
+                if not one_device:
+                    spec_lib.check_eval_metrics_tensors_have_batch_dim(eval_metrics)
                 record.metric_fn, record.metric_structure = eval_metrics[0], eval_metrics[1]
-                outputs["metrics"] = tf.nest.map_structure(tf.convert_to_tensor,
-                                                           eval_metrics[1])
+                outputs["metrics"] = tf.nest.map_structure(_as_metric_rows, eval_metrics[1])
             if record.host_call is not None:
                 outputs["host_call"] = record.host_call_tensors(spec)
             metric_ops = getattr(spec, "eval_metric_ops", None)
@@ -334,6 +340,11 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             return outputs
 
     return eval_step
+
+
+def _as_metric_rows(value: Any) -> tf.Tensor:
+    tensor = tf.convert_to_tensor(value)
+    return tf.reshape(tensor, [1]) if tensor.shape.rank == 0 else tensor
 
 
 def _check_predictions(predictions: Any) -> dict[str, tf.Tensor]:

@@ -1,7 +1,8 @@
 """Chooses the tf.distribute strategy a TPUEstimator runs on, and says why.
 
 Rules, in order:
-1. `RunConfig(train_distribute=...)` (or `eval_distribute` for evaluation) wins.
+1. `RunConfig(train_distribute=...)` (or `eval_distribute` for evaluation) wins; off TPU,
+   evaluation uses `eval_distribute` only, as legacy's Estimator (estimator._distribute_for).
 2. `use_tpu=True` and `RunConfig(cluster=TPUClusterResolver(...))` naming a reachable TPU
    (one host or a whole pod): TPUStrategy, which drives every host of the pod from here.
 3. A cluster of several workers, from `TF_CONFIG` or a non-TPU `RunConfig(cluster=...)`:
