@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tpu_estimator_compat import RunConfig, TPUEstimator, TPUEstimatorSpec
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat.metrics import HostMetrics, MeanLoss, finalize_eval_dict
 
@@ -366,3 +367,36 @@ def test_host_metrics_updated_in_the_background_equal_updates_in_line():
         results.append(host.result())
         host.close()
     assert results[0] == results[1]
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "Open real-code class (google-research/bigbird summarization, use_tpu=False): metric_fn "
+    "using an object model_fn made. Legacy's CPU path called metric_fn in model_fn's graph; "
+    "the shim runs it on the host in a graph of its own. See real_world.md."))
+def test_metric_fn_using_a_table_model_fn_made_on_the_cpu_path(tmp_path):
+    v1 = tf.compat.v1
+
+    def input_fn(params):
+        x = tf.random.stateless_normal([16, 4], seed=[1, 2])
+        y = tf.cast(x[:, 0] > 0, tf.int64)
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(params["batch_size"],
+                                                                drop_remainder=True)
+
+    def model_fn(features, labels, mode, params):
+        logits = v1.layers.dense(features, 2)
+        loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+        names = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant([0, 1], tf.int64), ["neg", "pos"]), "?")
+
+        def metric_fn(labels, predictions):
+            pos = tf.equal(names.lookup(predictions), "pos")
+            return {"accuracy": v1.metrics.accuracy(labels, predictions),
+                    "pos_rate": v1.metrics.mean(tf.cast(pos, tf.float32))}
+
+        return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(
+            metric_fn, [labels, tf.argmax(logits, axis=-1)]))
+
+    est = TPUEstimator(model_fn=model_fn, use_tpu=False, eval_batch_size=4,
+                       config=RunConfig(model_dir=str(tmp_path)))
+    assert sorted(est.evaluate(input_fn, steps=2)) == ["accuracy", "global_step", "loss",
+                                                       "pos_rate"]
