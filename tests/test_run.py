@@ -9,8 +9,10 @@ import hashlib
 import importlib.util
 import os
 import re
+import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -273,3 +275,38 @@ def test_peer_timeout_flag_reaches_run_config_through_the_environment(tmp_path, 
     with pytest.raises(ValueError, match=r"^`--peer_timeout_secs` must be a positive number "
                                          r"of seconds; received 0.0\."):
         run_lib.run(run_lib._parser().parse_args(["--peer_timeout_secs=0", str(script)]))
+
+
+def _default_signal_handlers():
+    """In the child: SIGINT/SIGTERM/SIGHUP end it even if pytest's process ignores them."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def test_tf1_script_writes_summary_protos_with_a_top_level_file_writer(tmp_path):
+    """tensorflow/tpu retinanet's eval loop: a v1 FileWriter with eager left on (TF1 mode)."""
+    script = tmp_path / "eval_tf1.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import tensorflow as tf
+
+        assert tf.executing_eagerly()
+        summary_writer = tf.summary.FileWriter(sys.argv[1])
+        for step, results in ((1, {"AP": 0.25, "AR": 0.5}), (2, {"AP": 0.75, "AR": 1.0})):
+            summary = tf.Summary(value=[tf.Summary.Value(tag=k, simple_value=v)
+                                        for k, v in sorted(results.items())])
+            summary_writer.add_summary(summary, step)
+        summary_writer.flush()
+        summary_writer.close()
+    """))
+    model_dir = tmp_path / "eval"
+    done = subprocess.run([sys.executable, "-m", "tpu_estimator_compat.run", str(script),
+                           str(model_dir)], capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=tmp_path,
+                          preexec_fn=_default_signal_handlers)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "TF1 mode: on" in done.stderr + done.stdout
+    [path] = model_dir.glob("events.out.tfevents.*")
+    found = [(e.step, v.tag, v.simple_value)
+             for e in tf.compat.v1.train.summary_iterator(str(path)) for v in e.summary.value]
+    assert found == [(1, "AP", 0.25), (1, "AR", 0.5), (2, "AP", 0.75), (2, "AR", 1.0)]

@@ -68,6 +68,8 @@ PATCHED_SYMBOLS = {
     "tf_slim_support.variable": ("tensorflow.python.ops.variable_scope.variable",),
     "tf_slim_support.batch_normalization":
         ("tensorflow.python.layers.normalization.normalization",),
+    "v1_file_writer.init": ("tensorflow.compat.v1.summary.FileWriter.__init__",),
+    "v1_file_writer.add_summary": ("tensorflow.compat.v1.summary.FileWriter.add_summary",),
     "summaries.create_file_writer": ("tensorflow.summary.create_file_writer",
                                      "tensorflow.compat.v2.summary.create_file_writer"),
     "variables.ema_variables_to_restore":

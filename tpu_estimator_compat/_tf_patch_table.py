@@ -219,6 +219,28 @@ PATCHES: tuple[Patch, ...] = (
             "tf_keras 2.21 moved: ModuleNotFoundError. It now reads `tf.compat.v1.layers`, "
             "where the same classes live, still lazily (no Keras import at start-up).",
         build="tpu_estimator_compat.tf_slim_support:v1_layers_module"),
+    # -- v1_file_writer: TF1 eval loops write Summary protos with eager execution on.
+    Patch(
+        name="v1_file_writer.init",
+        target="tensorflow.compat.v1.summary.FileWriter.__init__",
+        why="TF1 scripts build `tf.summary.FileWriter(model_dir)` at the top level and add "
+            "`Summary` protos (tensorflow/tpu retinanet's eval modes); legacy ran them in "
+            "graph mode, here eager stays on and the constructor raises, although the "
+            "writer never uses a graph once built. With eager on it is built in a graph of "
+            "its own (TF's own advice); no public API lifts the check. Patched on the class: "
+            "FileWriterCache.get and subclasses construct through it.",
+        build="tpu_estimator_compat.v1_file_writer:eager_safe_init",
+        signature="(self, logdir, graph=None, max_queue=10, flush_secs=120, graph_def=None, "
+                  "filename_suffix=None, session=None)"),
+    Patch(
+        name="v1_file_writer.add_summary",
+        target="tensorflow.compat.v1.summary.FileWriter.add_summary",
+        why="With eager on, a summary tensor (no Session can evaluate it) failed on "
+            "`summary.value` with an AttributeError naming neither the argument nor the fix; "
+            "it now raises a TypeError that does. Set on FileWriter itself (TF defines it on "
+            "the base class), and deleted again by uninstall.",
+        build="tpu_estimator_compat.v1_file_writer:checked_add_summary",
+        signature="(self, summary, global_step=None)"),
     # -- scoped swaps, each while one piece of the library runs.
     Patch(
         name="summaries.create_file_writer",

@@ -622,7 +622,8 @@ def install_aliases() -> None:
     `tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver` with the no-crash resolver
     and `tf.compat.v1.logging.set_verbosity` with one that also sets absl's verbosity (the
     library logs through absl), and adds the TPU embedding optimization parameter classes
-    TF 2.21 dropped (`tf.compat.v1.tpu.experimental.AdagradParameters`, ...).
+    TF 2.21 dropped (`tf.compat.v1.tpu.experimental.AdagradParameters`, ...), and lets
+    `tf.compat.v1.summary.FileWriter` be built with eager execution on (`v1_file_writer.py`).
     The TF2 `tf.distribute.cluster_resolver` is left alone: third-party TF2 code probes for a
     TPU by catching its ValueError. `tf.compat.v1.flags`, `.app` and `.logging` already exist.
     Last, it installs `legacy_imports.LegacyModuleFinder`, which serves `tensorflow.contrib.*`,
@@ -659,6 +660,9 @@ def install_aliases() -> None:
         # tf.contrib.layers/framework/metrics/slim are tf-slim, which calls TensorFlow
         # internals TF 2.21 moved (tf_slim_support.py).
         _tf_patches.install("tf_slim_support")
+        # TF1 eval loops write Summary protos through a v1 FileWriter with eager still on
+        # (v1_file_writer.py).
+        _tf_patches.install("v1_file_writer")
         _installed.update(namespaces)
         from tpu_estimator_compat import legacy_imports  # pylint: disable=import-outside-toplevel
 

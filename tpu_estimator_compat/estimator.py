@@ -41,6 +41,7 @@ from tpu_estimator_compat import summaries
 from tpu_estimator_compat import tf1_names
 from tpu_estimator_compat import tf_slim_support
 from tpu_estimator_compat import train_session
+from tpu_estimator_compat import v1_file_writer
 
 ModeKeys = spec_lib.ModeKeys
 _RESERVED_PARAMS_KEYS = (inputs_lib.BATCH_SIZE_KEY, inputs_lib.CONTEXT_KEY)
@@ -128,6 +129,7 @@ class TPUEstimator:
         optimizer_apply.install()
         tf_slim_support.install()  # model_fns call tf-slim (contrib.layers) directly too.
         tf1_names.install()
+        v1_file_writer.install()  # Host eval loops write Summary protos with eager on.
 
     # ------------------------------------------------------------------------------------
     # Legacy read-only properties.
