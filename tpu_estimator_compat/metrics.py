@@ -114,33 +114,26 @@ class HostMetrics:
             arg_tensors = []  # What metric_fn gets: the placeholders, scalars reshaped.
             self._dtypes: list[np.dtype] = []
             self._shapes: list[tuple | None] = []
+            # `structure` matched `specs` above, so both flatten to the same leaves.
             scalars = [_rank(leaf) == 0 for leaf in tf.nest.flatten(structure)]
-            if len(scalars) != len(paths_and_specs):
-                scalars = [False] * len(paths_and_specs)
             for (path, spec), scalar in zip(paths_and_specs, scalars):
                 shape = tf.TensorShape(spec.shape)
-                if scalar and shape.rank == 1:
-                    # A scalar of legacy's CPU path, one row per step (replica_step): metric_fn
-                    # gets it back as the scalar model_fn made.
-                    dtype = tf.as_dtype(spec.dtype)
-                    placeholders.append(tf.compat.v1.placeholder(
-                            dtype, [None], name=_placeholder_name(path)))
-                    arg_tensors.append(tf.reshape(placeholders[-1], []))
-                    self._dtypes.append(np.dtype(dtype.as_numpy_dtype))
-                    self._shapes.append((None,))
-                    continue
                 if shape.rank == 0:
                     raise RuntimeError(
                             "All tensors outfed from TPU should preserve batch size "
                             "dimension, but got scalar {} at eval_metrics[1]{}. Give it a "
                             "leading batch axis, e.g. tf.reshape(x, [1]).".format(
                                     spec, "".join("[{!r}]".format(p) for p in path)))
+                # A scalar of legacy's CPU path travels as one row per step (replica_step);
+                # metric_fn gets it back as the scalar model_fn made.
+                one_row_scalar = scalar and shape.rank == 1
                 if shape.rank is not None:
                     shape = tf.TensorShape([None]).concatenate(shape[1:])
                 dtype = tf.as_dtype(spec.dtype)
                 placeholders.append(tf.compat.v1.placeholder(
                         dtype, shape, name=_placeholder_name(path)))
-                arg_tensors.append(placeholders[-1])
+                arg_tensors.append(tf.reshape(placeholders[-1], []) if one_row_scalar
+                                   else placeholders[-1])
                 self._dtypes.append(np.dtype(dtype.as_numpy_dtype))
                 self._shapes.append(None if shape.rank is None else tuple(shape.as_list()))
             self._paths = [path for path, _ in paths_and_specs]
