@@ -171,12 +171,8 @@ class _HostSaver:
 
     def __init__(self, var_list: Any = None, *args: Any, **kwargs: Any) -> None:
         del args, kwargs
-        if isinstance(var_list, dict):
-            self._var_map = dict(var_list)
-        else:
-            self._var_map = {v.name.split(":")[0]: v
-                             for v in (var_list if var_list is not None
-                                       else _v1.global_variables())}
+        self._var_map = warm_start_lib.saver_var_map(
+            var_list if var_list is not None else _v1.global_variables())
         if not self._var_map:
             raise ValueError("No variables to save")
 

@@ -218,10 +218,15 @@ def run_scaffold_fn(scaffold_fn: Any, plan: InitPlan, *,
             "scaffold_fn returned a Scaffold with a `saver` for training; "
             "tpu_estimator_compat saves checkpoints itself under the v1 variable names. "
             "A saver is honoured for evaluate/predict only (e.g. to restore EMA weights).")
-    var_list = saver.var_list
+    return saver_var_map(saver.var_list or [])
+
+
+def saver_var_map(var_list: Any) -> dict[str, Any]:
+    """The `{checkpoint name: variable}` map a v1 `Saver(var_list)` restores: a dict as
+    given, a list under each variable's v1 name."""
     if isinstance(var_list, dict):
         return dict(var_list)
-    return {v.name.split(":")[0]: v for v in (var_list or [])}
+    return {v.name.split(":")[0]: v for v in var_list}
 
 
 def restore_through_map(checkpoint: str, var_map: Mapping[str, Any]) -> None:
@@ -230,11 +235,11 @@ def restore_through_map(checkpoint: str, var_map: Mapping[str, Any]) -> None:
     shapes = reader.get_variable_to_shape_map()
     missing = sorted(name for name in var_map if name not in shapes)
     if missing:
-        raise ValueError(f"The scaffold's saver asks for {missing}, which checkpoint "
+        raise ValueError(f"The Saver's var_list asks for {missing}, which checkpoint "
                          f"{checkpoint} does not hold.")
     for name, variable in var_map.items():
         variable.assign(reader.get_tensor(name))
-    logging.info("Restored %d variables from %s through the scaffold's saver.",
+    logging.info("Restored %d variables from %s through a Saver's var_list.",
                  len(var_map), checkpoint)
 
 
