@@ -376,18 +376,23 @@ def _absolute_name(module: str, level: int, importer: str, importer_path: str) -
     return f"{package}.{module}".strip(".") if module else package
 
 
-def _local_imports(importer: str, path: str, scan: _FileScan,
-                   user_code: UserCode) -> list[tuple[str, str]]:
-    """(module name, file) of each user module that `path` imports, found without importing.
+def _import_roots(user_code: UserCode) -> list[str]:
+    """Where `_local_imports` looks absolute module names up, in order.
 
-    Absolute names are looked up as Python would find them too (the `sys.path` entries, e.g.
-    a package root on PYTHONPATH): `from language.qa.bert_joint import run_nq` in a script
-    inside that package reaches a sibling file the script's directory alone cannot name.
-    Only files `user_code` owns are followed.
+    The script's own roots, then the `sys.path` entries as Python would search them (a
+    package root on PYTHONPATH: `from language.qa.bert_joint import run_nq` in a script inside
+    that package reaches a sibling file the script's directory alone cannot name), then the
+    named packages' roots. Only files `user_code` owns are followed from any of them.
     """
-    roots = list(dict.fromkeys(
+    return list(dict.fromkeys(
         list(user_code.roots) + [_real(p) for p in sys.path if p and os.path.isdir(p)]
         + [r for r in map(_package_root, user_code.packages) if r]))
+
+
+def _local_imports(importer: str, path: str, scan: _FileScan, user_code: UserCode,
+                   roots: list[str]) -> list[tuple[str, str]]:
+    """(module name, file) of each user module that `path` imports, found without importing,
+    looked up under `roots` (`_import_roots`)."""
     found = []
     for level, module, names in scan.imports:
         base = _absolute_name(module, level, importer, path)
@@ -411,6 +416,7 @@ def detect(script: str, user_code: UserCode) -> Detection:
     tf1: list[str] = []
     tf2: list[str] = []
     queue, seen = [("__main__", _real(script))], []
+    roots = _import_roots(user_code)  # Once per detection, not per scanned file.
     while queue and len(seen) < _MAX_SCANNED_FILES:
         name, path = queue.pop(0)
         if path in seen:
@@ -428,5 +434,5 @@ def detect(script: str, user_code: UserCode) -> Detection:
             if kind:
                 (tf1 if kind == "tf1" else tf2).append(
                     f"{os.path.basename(path)}:{lineno} tf.{'.'.join(chain)}")
-        queue += _local_imports(name, path, scan, user_code)
+        queue += _local_imports(name, path, scan, user_code, roots)
     return Detection(tuple(tf1), tuple(tf2), tuple(seen))
