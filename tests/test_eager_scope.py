@@ -259,13 +259,13 @@ class _Source:
     @eager_scope.eager_generator
     def items(self, n):
         try:
-            for i in range(n):
-                yield i, tf.executing_eagerly()
+            for i in range(0, n, 2):  # Chunks of two items, each chunk made eagerly.
+                yield [(j, tf.executing_eagerly()) for j in range(i, min(i + 2, n))]
         finally:
             self.closed_eagerly = tf.executing_eagerly()
 
 
-def test_generator_runs_eagerly_per_item_and_never_between_items():
+def test_generator_makes_each_chunk_eagerly_and_never_runs_eager_between_items():
     source = _Source()
     with tf.Graph().as_default():
         between = []

@@ -5,7 +5,7 @@
         def train(self, ...): ...          # runs eagerly even after disable_eager_execution()
 
         @eager_scope.eager_generator
-        def predict(self, ...): yield ...  # eager inside each next() only
+        def predict(self, ...): yield [...]  # each chunk made eagerly, items yielded lazily
 
 Real TF1 scripts call `tf.compat.v1.disable_v2_behavior()` or `disable_eager_execution()`
 before `app.run(main)` (tensorflow/tpu reference models, SimCLR, BigBird). This library runs
@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import tensorflow as tf
 from absl import logging
@@ -109,34 +109,37 @@ def eager_entry_point(method: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
-def eager_generator(method: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
-    """Decorates a generator method: each `next()` runs eagerly, the caller between them not.
+def eager_generator(
+        method: Callable[..., Iterator[Iterable[Any]]]) -> Callable[..., Iterator[Any]]:
+    """Decorates a generator of chunks: each made eagerly, its items handed out one by one.
 
     A script consuming `predict()` runs its own graph-mode code between items (feeding a
     prediction to its `Session`), so eager mode must never stay switched on in the caller's
-    frame while the generator is suspended.
+    frame while the generator is suspended. The method yields iterables of finished items
+    (one batch's rows): only making a chunk runs TensorFlow, so the eager check is paid once
+    per chunk, not once per example (it was a third of a small model's `predict` time).
     """
     entry_point = method.__qualname__
 
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
-        return _one_item_at_a_time(method(*args, **kwargs), entry_point)
+        return _one_chunk_at_a_time(method(*args, **kwargs), entry_point)
 
     return wrapper
 
 
-def _one_item_at_a_time(inner: Iterator[Any], entry_point: str) -> Iterator[Any]:
+def _one_chunk_at_a_time(inner: Iterator[Iterable[Any]], entry_point: str) -> Iterator[Any]:
     try:
         while True:
             try:
-                if tf.executing_eagerly():  # The usual caller: nothing to switch per item
-                    item = next(inner)      # (a context manager per example cost ~0.7 us).
+                if tf.executing_eagerly():  # The usual caller: nothing to switch.
+                    chunk = next(inner)
                 else:
                     with running_eagerly(entry_point):
-                        item = next(inner)
+                        chunk = next(inner)
             except StopIteration:
                 return
-            yield item
+            yield from chunk
     finally:
         # Closing runs the inner generator's `finally` blocks (hooks' end, iterators).
         with running_eagerly(entry_point):

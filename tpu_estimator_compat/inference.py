@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -213,8 +213,11 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
 
 
 def predict(session: InferenceSession, predict_keys: Sequence[str] | None,
-            yield_single_examples: bool) -> Iterator[Any]:
-    """Yields every real example's predictions, in order (padding rows dropped)."""
+            yield_single_examples: bool) -> Iterator[Iterable[Any]]:
+    """Yields, per step, the list of its real examples' predictions, in order (padding dropped).
+
+    Lists, not single examples: `eager_scope.eager_generator` hands them out one by one.
+    """
     keys = list(session.record.prediction_keys)
     wanted = _select_keys(keys, predict_keys)
     where = session.loop.leaf_slices()["predictions"]
@@ -225,15 +228,13 @@ def predict(session: InferenceSession, predict_keys: Sequence[str] | None,
             if not session.record.predictions_are_dict:
                 batch = batch[""]
             if not yield_single_examples:
-                yield batch
-                continue
-            if not isinstance(batch, dict):
-                yield from batch[:int(mask.sum())]
-                continue
-            # Row by row over every key at once: row i of each array, as `v[i]` gives it.
-            names = list(batch)
-            for row in zip(*batch.values()):
-                yield dict(zip(names, row))
+                yield (batch,)
+            elif not isinstance(batch, dict):
+                yield batch  # Its rows, as `v[i]` gives them.
+            else:
+                # Row by row over every key at once: row i of each array, as `v[i]` gives it.
+                names = list(batch)
+                yield [dict(zip(names, row)) for row in zip(*batch.values())]
 
 
 # Steps whose metric updates go to the background thread at once (see `evaluate`).
