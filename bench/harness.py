@@ -37,7 +37,7 @@ NEW_STACK_ENV = {"TF_USE_LEGACY_KERAS": "1"}  # r1 layers and tf_keras on TF 2.2
 # TensorFlow's CPU allocator, pinned for every contender on both stacks (TF 2.15 and 2.21 read
 # the same variable). "malloc" is TF's default; "bfc" is TF's own pooling allocator. On glibc,
 # malloc hands big freed tensors back to the kernel and page-faults them in again: on the
-# 8-replica ResNet that is over half the process's CPU time (bench/RESULTS.md, finding 11).
+# 8-replica ResNet that is over half the process's CPU time (bench/results/HISTORY.md, finding 11).
 CPU_ALLOCATORS = {"malloc": "false", "bfc": "true"}
 # `--cpu-allocator launcher`: every contender as its user gets it by default. The shim's
 # launcher (`python -m tpu_estimator_compat.run`) turns BFC on for the script it runs
@@ -77,7 +77,7 @@ class Options:
     scale: float = 1.0  # Multiplies every workload's measured train/eval/predict steps.
     # Timed calls per size in eval/predict (`common.marginal_rate`), alternating, fastest
     # kept. One was not enough: a call can run at half speed with one core idle, in every
-    # contender (RESULTS.md finding 15).
+    # contender (bench/results/HISTORY.md, finding 15).
     timing_repeats: int = 3
     timeout: float = 1200.0
     shim_rev: str | None = None  # Measure the library as committed at this git revision.

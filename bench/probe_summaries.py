@@ -5,7 +5,7 @@ and the shim replays those decisions (summaries.py). At `iterations_per_loop=100
 default `log_step_count_steps=100`, `ExamplesPerSecondHook` fires every
 `ceil(100 / 100) = 1` run: two events per step, ~200 per loop. On an overhead-bound model
 that is a visible share of the loop, and the hand-written TF2 loop the benchmark compares
-against writes none (bench/RESULTS.md, finding 13).
+against writes none (bench/results/HISTORY.md, finding 13).
 
 This probe trains the benchmark's MLP with the shim at k=100 under a few RunConfigs, one
 fresh process per (config, repeat), configs interleaved and reversed on odd repeats, and
