@@ -184,3 +184,14 @@ def test_evaluate_and_predict_without_checkpoint_initialise_as_legacy(tmp_path):
     assert shim.pop("checkpoint_after_train") is None
     assert shim["eval_after_train"]["global_step"] == 0
     _assert_same_numbers(shim, legacy)
+
+
+@pytest.mark.parametrize("scenario", ["init_without_checkpoint_in_model_fn",
+                                      "init_without_checkpoint_in_scaffold_fn"])
+def test_evaluate_and_predict_without_checkpoint_apply_init_from_checkpoint(tmp_path, scenario):
+    """No checkpoint in model_dir, but model_fn (or a scaffold_fn it returns in every mode)
+    maps every layer from another run: legacy's fresh variables took those values as their
+    initialisers, so evaluate() and predict() give the source run's results (google-research
+    language canine/tydiqa's predict step; before, the shim used the random initialisers)."""
+    shim, legacy = _run_semantics(scenario, tmp_path)
+    _assert_same_numbers(shim, legacy)

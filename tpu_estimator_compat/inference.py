@@ -1,9 +1,10 @@
 """evaluate and predict: restore, run the compiled inference loop in chunks, consume results.
 
 `open_session` traces the eval or predict step for a runtime (creating its variables),
-restores the checkpoint to use (or keeps fresh variables when there is none, as legacy
-initialised a new graph) and returns an `InferenceSession`, whose `chunks` run loops of up to
-`iterations_per_loop` steps until `steps` or the end of input, with hooks around each loop.
+restores the checkpoint to use (or, when there is none, keeps fresh variables, set by any
+`init_from_checkpoint` of model_fn or scaffold_fn, as legacy initialised a new graph) and
+returns an `InferenceSession`, whose `chunks` run loops of up to `iterations_per_loop` steps
+until `steps` or the end of input, with hooks around each loop.
 `evaluate` and `predict` are the only places that unpack a loop's results on the host:
 padding rows dropped, metric_fn updated (overlapped with the next loop), host_call run,
 predictions yielded one example at a time. This module never sees the facade, only
@@ -106,22 +107,28 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
                     record)
             loop, record = runtime.functions[key]
             # A model_fn's own init_from_checkpoint (BERT's use_tpu=False path) only set
-            # initializers in TF1; evaluate/predict restore the checkpoint instead.
-            with warm_start_lib.capture_init_from_checkpoint(warm_start_lib.InitPlan()):
+            # initializers in TF1: recorded, and applied only when there is no checkpoint.
+            with warm_start_lib.capture_init_from_checkpoint(init_plan):
                 loop.trace(iterator)
             return loop, record
 
+        init_plan = warm_start_lib.InitPlan()
         inference, record = traced()
         saver_map = None
         if record.scaffold_fn is not None:
             with runtime.registry.in_collections():
-                saver_map = warm_start_lib.run_scaffold_fn(
-                    record.scaffold_fn, warm_start_lib.InitPlan(), allow_saver=True)
+                saver_map = warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan,
+                                                           allow_saver=True)
         if checkpoint is not None and saver_map:
             warm_start_lib.restore_through_map(checkpoint, saver_map)
         elif checkpoint is not None:
             checkpoints_lib.V1Saver(runtime.registry.by_name(),
                                     runtime.registry.optional_names()).restore(checkpoint)
+        else:
+            # Legacy's new graph ran the initialisers, which init_from_checkpoint had set
+            # to the mapped checkpoint's values (canine/tydiqa predicts from
+            # --init_checkpoint this way). Fresh variables here: the runtime is new.
+            init_plan.apply(runtime.registry.by_name())
         runtime.registry.reset_local_variables()
     session = InferenceSession(runtime, inference, record, iterator,
                                settings.iterations_per_loop, None)

@@ -23,6 +23,12 @@ to record `use_tpu=True`):
   the collections hold the model's variables there (slots are not trainable, so they start
   at zero). (With `global_variables` TF1 refuses the map: `hidden/bias` is also the scope
   of its slot `hidden/bias/Momentum`.)
+* `init_without_checkpoint_in_model_fn` / `..._in_scaffold_fn`: `evaluate()` and `predict()`
+  on an empty model_dir with a model_fn that maps every layer from another run's checkpoint
+  (`init_from_checkpoint` in model_fn, or in a scaffold_fn returned in every mode), the
+  predict step of google-research/language's canine/tydiqa (`--init_checkpoint` pointing
+  at a fine-tuned run). Legacy's fresh variables are initialised, and the initialisers are
+  the checkpoint's values: the results are the source run's.
 
 Output: tests/goldens/run_semantics/legacy.json (a few kB). The same code runs on the shim once
 `tpu_estimator_compat.install_aliases()` has run (`run(scenario, workdir)`).
@@ -41,7 +47,8 @@ import tensorflow.compat.v1 as tf
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "goldens",
                    "run_semantics", "legacy.json")
 SCENARIOS = ("eval_without_checkpoint", "init_in_model_fn", "init_in_scaffold_fn",
-             "init_by_name_in_scaffold_fn")
+             "init_by_name_in_scaffold_fn", "init_without_checkpoint_in_model_fn",
+             "init_without_checkpoint_in_scaffold_fn")
 BATCH = 32
 SEED = 3
 
@@ -74,8 +81,16 @@ def _model_fn(features, labels, mode, params):
                              kernel_initializer=tf.glorot_uniform_initializer(seed=7))
     logits = tf.layers.dense(hidden, 10, name="logits",
                              kernel_initializer=tf.glorot_uniform_initializer(seed=8))
+    scaffold_fn = None
+    if init == "model_fn_every_mode":
+        tf.train.init_from_checkpoint(ckpt, {"hidden/": "hidden/", "logits/": "logits/"})
+    elif init == "scaffold_fn_every_mode":
+        def scaffold_fn():
+            tf.train.init_from_checkpoint(ckpt, {"hidden/": "hidden/", "logits/": "logits/"})
+            return tf.train.Scaffold()
     if mode == tf.estimator.ModeKeys.PREDICT:
-        return tf.estimator.tpu.TPUEstimatorSpec(mode, predictions={"logits": logits})
+        return tf.estimator.tpu.TPUEstimatorSpec(mode, predictions={"logits": logits},
+                                                 scaffold_fn=scaffold_fn)
     loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
     if init == "model_fn":
         tf.train.init_from_checkpoint(ckpt, {"hidden/": "hidden/"})
@@ -83,11 +98,10 @@ def _model_fn(features, labels, mode, params):
         def metric_fn(labels, logits):
             return {"accuracy": tf.metrics.accuracy(labels, tf.argmax(logits, 1))}
 
-        return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss,
+        return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, scaffold_fn=scaffold_fn,
                                                  eval_metrics=(metric_fn, [labels, logits]))
     optimizer = tf.train.MomentumOptimizer(0.1, momentum=0.9)
     train_op = optimizer.minimize(loss, global_step=tf.train.get_global_step())
-    scaffold_fn = None
     if init == "scaffold_fn":
         def scaffold_fn():
             tf.train.init_from_checkpoint(ckpt, {"hidden/": "hidden/"})
@@ -135,6 +149,12 @@ def run(scenario, workdir):
         return out
     source = os.path.join(workdir, "source")
     _estimator(source, {}).train(_input_fn, max_steps=4)
+    if scenario.startswith("init_without_checkpoint_in_"):
+        where = scenario[len("init_without_checkpoint_in_"):]
+        estimator = _estimator(os.path.join(workdir, "empty"),
+                               {"init": f"{where}_every_mode", "ckpt": source})
+        return {"eval": _plain(estimator.evaluate(_eval_input_fn, steps=3)),
+                "predict": [p["logits"].tolist() for p in estimator.predict(_predict_input_fn)]}
     target = os.path.join(workdir, "target")
     init = {"init_in_model_fn": "model_fn", "init_in_scaffold_fn": "scaffold_fn",
             "init_by_name_in_scaffold_fn": "scaffold_fn_by_name"}[scenario]
