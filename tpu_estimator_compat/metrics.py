@@ -7,6 +7,9 @@ evaluation it read the metric values and added the `loss` (mean of the step loss
 `metric_fn` once in a private v1 graph fed by placeholders (so `tf.compat.v1.metrics.*` keep
 their graph-mode semantics and local variables), `MeanLoss` reproduces the float32 arithmetic
 of the legacy `loss` metric, and `finalize_eval_dict` assembles the dict `evaluate()` returned.
+On legacy's CPU path (`use_tpu=False`, one device) metric_fn ran in model_fn's graph instead;
+`build_in_step` builds it there, in the traced step, for the caller that knows it is on that
+path.
 
 It must not know about strategies, replicas, loops, checkpoints or model_fns: callers hand it
 already-gathered numpy batches and plain step losses.
@@ -138,8 +141,8 @@ class HostMetrics:
                 self._shapes.append(None if shape.rank is None else tuple(shape.as_list()))
             self._paths = [path for path, _ in paths_and_specs]
             args = tf.nest.pack_sequence_as(structure, arg_tensors)
-            metric_ops = self._call_metric_fn(metric_fn, args)
-            value_ops, update_ops, keras_variables = self._validate(metric_ops)
+            metric_ops = call_metric_fn(metric_fn, args)
+            value_ops, update_ops, keras_variables = _split_metric_ops(metric_ops, self._graph)
             self.names: list[str] = sorted(value_ops)
             update_op = tf.group(*[update_ops[name] for name in self.names])
             reset_op = tf.group(tf.compat.v1.local_variables_initializer(),
@@ -170,63 +173,6 @@ class HostMetrics:
         self._run_reset = self._session.make_callable(reset_op)
         self.reset()
         logging.info("Built host eval metrics: %s", ", ".join(self.names) or "(none)")
-
-    @staticmethod
-    def _call_metric_fn(metric_fn: Callable[..., Any], args: Any) -> Any:
-        if isinstance(args, dict):
-            try:
-                return metric_fn(**args)
-            except TypeError as e:
-                logging.warning(
-                        "Exception while calling %s: %s. It is likely the tensors (%s[1]) do "
-                        "not match the function's arguments", "eval_metrics", e, "eval_metrics")
-                raise
-        return metric_fn(*args)
-
-    def _validate(self, metric_ops: Any) -> tuple[dict, dict, list]:
-        """Checks metric_fn's result like legacy EstimatorSpec and splits value/update ops."""
-        if metric_ops is None:
-            # Legacy treated a None result as "no metrics" on both the CPU and TPU paths.
-            return {}, {}, []
-        if not isinstance(metric_ops, dict):
-            raise TypeError(
-                    "eval_metric_ops must be a dict, given: {}. metric_fn (eval_metrics[0]) "
-                    "must return a dict mapping metric names to (metric_value, update_op) "
-                    "tuples such as tf.compat.v1.metrics.accuracy(...).".format(metric_ops))
-        _check_reserved_names(metric_ops)
-        value_ops, update_ops, keras_variables = {}, {}, []
-        for key, value in metric_ops.items():
-            if _is_keras_metric(value):
-                # `updates` must be read while this graph is the default one (tf-keras
-                # checks graph consistency against the current context).
-                updates = list(getattr(value, "updates", None) or [])
-                if not updates:
-                    raise ValueError(
-                            'Please call update_state(...) on the "{metric_name}" metric'
-                            .format(metric_name=value.name))
-                keras_variables.extend(value.variables)
-                # Legacy used the first update only (Metric.updates[0]).
-                value = (value.result(), updates[0])
-            if not isinstance(value, tuple) or len(value) != 2:
-                raise TypeError(
-                        "Values of eval_metric_ops must be (metric_value, update_op) tuples, "
-                        "given: {} for key: {}. Return e.g. the pair from "
-                        "tf.compat.v1.metrics.accuracy(...), or a tf.keras Metric after "
-                        "calling its update_state(...).".format(value, key))
-            for part in value:
-                if not _is_graph_element(part):
-                    raise TypeError(
-                            "Values of eval_metric_ops must be (metric_value, update_op) "
-                            "tuples of Tensors or Operations, given: {!r} for key: {}."
-                            .format(value, key))
-                if getattr(part, "graph", None) is not self._graph:
-                    raise ValueError(
-                            'eval_metric_ops with "{}: {}" must be from the default graph. '
-                            "metric_fn runs on the host in its own graph: build every metric "
-                            "from the tensors passed to metric_fn, not from tensors captured "
-                            "from model_fn.".format(key, getattr(part, "name", part)))
-            value_ops[key], update_ops[key] = value
-        return value_ops, update_ops, keras_variables
 
     def reset(self) -> None:
         """Zeroes every metric's accumulators; legacy metrics restarted at each evaluate."""
@@ -301,6 +247,96 @@ class HostMetrics:
             raise RuntimeError(
                     "HostMetrics is closed. Build a new HostMetrics for another evaluation, "
                     "or call reset() instead of close() between evaluations.")
+
+
+def call_metric_fn(metric_fn: Callable[..., Any], args: Any) -> Any:
+    """Calls `metric_fn` as legacy did: by keyword for a dict of tensors, else positionally."""
+    if isinstance(args, dict):
+        try:
+            return metric_fn(**args)
+        except TypeError as e:
+            logging.warning(
+                    "Exception while calling %s: %s. It is likely the tensors (%s[1]) do "
+                    "not match the function's arguments", "eval_metrics", e, "eval_metrics")
+            raise
+    return metric_fn(*args)
+
+
+def _split_metric_ops(metric_ops: Any, graph: tf.Graph | None) -> tuple[dict, dict, list]:
+    """Checks metric_fn's result like legacy EstimatorSpec and splits value/update ops.
+
+    `graph`: the host graph every metric must be built in; None when metric_fn runs in the
+    traced step itself (`build_in_step`), where a tf.keras Metric's updates are applied by
+    the function's automatic control dependencies rather than listed in `Metric.updates`.
+    """
+    if metric_ops is None:
+        # Legacy treated a None result as "no metrics" on both the CPU and TPU paths.
+        return {}, {}, []
+    if not isinstance(metric_ops, dict):
+        raise TypeError(
+                "eval_metric_ops must be a dict, given: {}. metric_fn (eval_metrics[0]) "
+                "must return a dict mapping metric names to (metric_value, update_op) "
+                "tuples such as tf.compat.v1.metrics.accuracy(...).".format(metric_ops))
+    _check_reserved_names(metric_ops)
+    value_ops, update_ops, keras_variables = {}, {}, []
+    for key, value in metric_ops.items():
+        if _is_keras_metric(value):
+            # `updates` must be read while this graph is the default one (tf-keras
+            # checks graph consistency against the current context).
+            updates = list(getattr(value, "updates", None) or [])
+            if not updates and graph is not None:
+                raise ValueError(
+                        'Please call update_state(...) on the "{metric_name}" metric'
+                        .format(metric_name=value.name))
+            keras_variables.extend(value.variables)
+            # Legacy used the first update only (Metric.updates[0]).
+            value = (value.result(), updates[0] if updates else tf.no_op())
+        if not isinstance(value, tuple) or len(value) != 2:
+            raise TypeError(
+                    "Values of eval_metric_ops must be (metric_value, update_op) tuples, "
+                    "given: {} for key: {}. Return e.g. the pair from "
+                    "tf.compat.v1.metrics.accuracy(...), or a tf.keras Metric after "
+                    "calling its update_state(...).".format(value, key))
+        for part in value:
+            if not _is_graph_element(part):
+                raise TypeError(
+                        "Values of eval_metric_ops must be (metric_value, update_op) "
+                        "tuples of Tensors or Operations, given: {!r} for key: {}."
+                        .format(value, key))
+            if graph is not None and getattr(part, "graph", None) is not graph:
+                raise ValueError(
+                        'eval_metric_ops with "{}: {}" must be from the default graph. '
+                        "metric_fn runs on the host in its own graph: build every metric "
+                        "from the tensors passed to metric_fn, not from tensors captured "
+                        "from model_fn.".format(key, getattr(part, "name", part)))
+        value_ops[key], update_ops[key] = value
+    return value_ops, update_ops, keras_variables
+
+
+def build_in_step(metric_fn: Callable[..., Any], tensors: Any) -> dict[str, tf.Tensor]:
+    """Calls `metric_fn` on model_fn's own tensors, in the graph being traced: legacy's CPU path.
+
+    With `use_tpu=False` on one device legacy called metric_fn inside model_fn's graph
+    (`TPUEstimatorSpec.as_estimator_spec`), so metric_fn could use anything model_fn made:
+    a lookup table, a tokenizer's resources, any tensor. Built here, in the traced step, it
+    still can; `HostMetrics`' graph of its own cannot reach them (a model_fn table's tensors
+    live in the step's FuncGraph, its handle is eager, and a v1 Session can take neither).
+
+    Returns:
+        name -> the metric's value after this call's update (the value op read under a
+        control dependency on the update op). The last step's is the evaluation's result,
+        what legacy read once after its last update.
+
+    Raises:
+        As `HostMetrics`: TypeError for a result that is not None or a dict of
+        `(value, update_op)` pairs or Metric objects, ValueError for a reserved name.
+    """
+    value_ops, update_ops, _ = _split_metric_ops(call_metric_fn(metric_fn, tensors), None)
+    values = {}
+    for name in sorted(value_ops):
+        with tf.control_dependencies([update_ops[name]]):
+            values[name] = tf.identity(value_ops[name])
+    return values
 
 
 def _assert_same_structure(expected: Any, given: Any) -> None:

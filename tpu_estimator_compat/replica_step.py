@@ -23,6 +23,7 @@ from absl import logging
 from tpu_estimator_compat import cross_shard
 from tpu_estimator_compat import global_step_reads
 from tpu_estimator_compat import keras_env
+from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import variables as variables_lib
 from tpu_estimator_compat.inputs import BATCH_SIZE_KEY, CONTEXT_KEY, USE_TPU_KEY
@@ -306,8 +307,10 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
                    hook_tensor_names: tuple[str, ...] = ()) -> Callable[..., dict[str, Any]]:
     """Returns `step(features, labels) -> {loss, metrics, metric_values}` for EVAL.
 
-    `metrics` are the `eval_metrics` tensors for the host; `metric_values` the values of an
-    EstimatorSpec's `eval_metric_ops` after this step's update (CPU path only);
+    `metrics` are the `eval_metrics` tensors for the host (TPU or several replicas);
+    `metric_values` the values after this step's update of an EstimatorSpec's
+    `eval_metric_ops` or of the metrics `metric_fn` built in the step (legacy's CPU path:
+    use_tpu=False on one device, where `record.metric_fn` stays None);
     `hook_tensors` the model_fn tensors hooks fetch by those names (as in TRAIN).
     """
 
@@ -319,17 +322,26 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             record.observe_graph(spec)
             outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
             eval_metrics = getattr(spec, "eval_metrics", None)
-            if eval_metrics is not None:
-                # Legacy's CPU path (use_tpu=False, one device) called metric_fn on model_fn's
-                # tensors as they were, scalars included (bigbird's scalar losses); only the
-                # TPU outfeed needed a batch axis. A scalar travels as one row per step and
-                # `metrics.HostMetrics` gives it back to metric_fn as a scalar.
-                one_device = (not caller.use_tpu and tf.distribute.get_replica_context()
-                              .num_replicas_in_sync == 1)
-                if not one_device:
-                    spec_lib.check_eval_metrics_tensors_have_batch_dim(eval_metrics)
+            one_device = (not caller.use_tpu and tf.distribute.get_replica_context()
+                          .num_replicas_in_sync == 1)
+            if eval_metrics is not None and one_device:
+                # Legacy's CPU path (use_tpu=False, one device) called metric_fn in model_fn's
+                # graph on its tensors as they were (scalars included: bigbird's scalar
+                # losses), so metric_fn could use what model_fn made (a lookup table, a
+                # tokenizer). Built here, in the step, it still can; its accumulators are
+                # local variables, reset at every evaluate.
+                with registry.local_variables():
+                    values = metrics_lib.build_in_step(eval_metrics[0], eval_metrics[1])
+                record.metric_op_names = tuple(values)  # Sorted, as tf.nest flattens them.
+                outputs["metric_values"] = values
+            elif eval_metrics is not None:
+                # On TPU (or several replicas) metric_fn runs on the host over every
+                # replica's rows (`metrics.HostMetrics`), which needs a batch axis to
+                # concatenate along.
+                spec_lib.check_eval_metrics_tensors_have_batch_dim(eval_metrics)
                 record.metric_fn, record.metric_structure = eval_metrics[0], eval_metrics[1]
-                outputs["metrics"] = tf.nest.map_structure(_as_metric_rows, eval_metrics[1])
+                outputs["metrics"] = tf.nest.map_structure(tf.convert_to_tensor,
+                                                           eval_metrics[1])
             if record.host_call is not None:
                 outputs["host_call"] = record.host_call_tensors(spec)
             metric_ops = getattr(spec, "eval_metric_ops", None)
@@ -340,11 +352,6 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             return outputs
 
     return eval_step
-
-
-def _as_metric_rows(value: Any) -> tf.Tensor:
-    tensor = tf.convert_to_tensor(value)
-    return tf.reshape(tensor, [1]) if tensor.shape.rank == 0 else tensor
 
 
 def _check_predictions(predictions: Any) -> dict[str, tf.Tensor]:

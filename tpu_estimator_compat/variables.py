@@ -172,6 +172,21 @@ class VariableRegistry:
             return frozenset(name for name in self._by_name
                              if name.startswith(tuple(self._optional_prefixes)))
 
+    @contextlib.contextmanager
+    def local_variables(self) -> Iterator[None]:
+        """Inside (this thread): every variable created is a local variable.
+
+        For `metric_fn` called in the step: legacy put a tf.keras Metric's variables in
+        LOCAL_VARIABLES (EstimatorSpec did), so, like the v1 metrics' own, they are left
+        out of checkpoints, not looked for in one, and reset at every evaluate.
+        """
+        previous = getattr(self._local, "all_local", False)
+        self._local.all_local = True
+        try:
+            yield
+        finally:
+            self._local.all_local = previous
+
     # ----------------------------------------------------------------------------------
     # Creation.
 
@@ -246,6 +261,12 @@ class VariableRegistry:
             # Re-entered from our own `next_creator` call: the scope is entered both around
             # the traced call (for merge_call code such as optimizer slots) and per replica.
             return next_creator(**kwargs)
+        local = _is_local(kwargs)
+        collected = kwargs
+        if not local and getattr(self._local, "all_local", False):
+            kwargs = dict(kwargs, trainable=False)
+            collected = dict(kwargs, collections=[_v1.GraphKeys.LOCAL_VARIABLES])
+            local = True
         name = self._v1_name(kwargs.get("name"))
         with self._lock:
             variable = self._by_name.get(name)
@@ -256,13 +277,13 @@ class VariableRegistry:
                 finally:
                     self._local.creating = False
                 self._by_name[name] = variable
-                if _is_local(kwargs):
+                if local:
                     self._local_init[name] = _initial_value_of(variable)
                 if _is_trainable(kwargs):
                     self._trainable.add(name)
             else:
                 _check_compatible(name, variable, kwargs)
-        _register_in_collections(variable, kwargs)
+        _register_in_collections(variable, collected)
         return variable
 
     def _create(self, next_creator: Callable[..., tf.Variable], name: str,
