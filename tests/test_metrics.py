@@ -420,3 +420,50 @@ def test_metric_fn_using_a_table_model_fn_made_on_the_cpu_path(tmp_path):
     assert sorted(results) == ["accuracy", "global_step", "loss", "pos_rate"]
     assert (results["accuracy"], results["pos_rate"]) == _expected_table_metrics(est)
     assert est.evaluate(_table_input_fn) == results  # Accumulators reset per evaluate.
+
+
+def test_cpu_path_metric_fn_may_use_model_fn_tensors_modules_and_keras_metrics(tmp_path):
+    """On legacy's CPU path metric_fn ran in model_fn's graph: it could read any model_fn
+    tensor or object, not only the `tensors` passed to it. tf.keras Metric variables were
+    local there (unsaved, reset per evaluate), as the v1 metrics' own."""
+    v1 = tf.compat.v1
+
+    class Vocab(tf.Module):  # A resource-holding object, as tf_text tokenizers are.
+        def __init__(self):
+            super().__init__()
+            self.table = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, -1.0)
+            self.init = self.table.insert(tf.constant([0, 1], tf.int64), [10.0, 20.0])
+
+    def model_fn(features, labels, mode, params):
+        logits = v1.layers.dense(features, 2)
+        predictions = tf.argmax(logits, axis=-1)
+        if mode == "infer":
+            return TPUEstimatorSpec(mode, predictions={"predictions": predictions})
+        loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+        if mode == "train":
+            return TPUEstimatorSpec(mode, loss=loss, train_op=v1.train.GradientDescentOptimizer(
+                    0.5).minimize(loss, v1.train.get_global_step()))
+        vocab = Vocab()
+
+        def metric_fn(labels):
+            with tf.control_dependencies([vocab.init]):
+                score = vocab.table.lookup(predictions)  # `predictions`: captured, not passed.
+            mean = tf.keras.metrics.Mean(name="score_mean")
+            mean.update_state(score)
+            return {"score": mean, "accuracy": v1.metrics.accuracy(labels, predictions)}
+
+        return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels]))
+
+    est = TPUEstimator(model_fn=model_fn, use_tpu=False, train_batch_size=4,
+                       eval_batch_size=4, predict_batch_size=4,
+                       config=RunConfig(model_dir=str(tmp_path)))
+    est.train(_table_input_fn, max_steps=3)
+    results = est.evaluate(_table_input_fn)
+    accuracy, pos_rate = _expected_table_metrics(est)
+    assert results["accuracy"] == accuracy
+    np.testing.assert_allclose(results["score"], 10.0 + 10.0 * pos_rate, rtol=1e-6)
+    assert est.evaluate(_table_input_fn) == results  # The Keras metric was reset too.
+    est.train(_table_input_fn, max_steps=4)  # Its checkpoint leaves the metrics out.
+    saved = {name for name, _ in tf.train.list_variables(str(tmp_path))}
+    assert "global_step" in saved
+    assert not any("score_mean" in name or "accuracy" in name for name in saved), saved
