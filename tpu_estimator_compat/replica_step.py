@@ -339,7 +339,9 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
                 # replica's rows (`metrics.HostMetrics`), which needs a batch axis to
                 # concatenate along.
                 spec_lib.check_eval_metrics_tensors_have_batch_dim(eval_metrics)
-                record.metric_fn, record.metric_structure = eval_metrics[0], eval_metrics[1]
+                if _is_first_replica():  # As `observe`: legacy traced model_fn once.
+                    record.metric_fn = eval_metrics[0]
+                    record.metric_structure = eval_metrics[1]
                 outputs["metrics"] = tf.nest.map_structure(tf.convert_to_tensor,
                                                            eval_metrics[1])
             if record.host_call is not None:
