@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpu_estimator_compat import RunConfig, TPUEstimator, TPUEstimatorSpec
+from conftest import make_strategy
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat.metrics import HostMetrics, MeanLoss, finalize_eval_dict
 
@@ -376,9 +377,10 @@ def _table_input_fn(params):
                                                             drop_remainder=True)
 
 
-def _table_model_fn(features, labels, mode, params):
+def _table_model_fn(features, labels, mode, params, table_in_metric_fn=False):
     """metric_fn looks predictions up in a table model_fn made (google-research/bigbird
-    summarization's metric_fn decodes with the sentencepiece tokenizer model_fn made)."""
+    summarization's metric_fn decodes with the sentencepiece tokenizer model_fn made), or
+    one it makes itself."""
     v1 = tf.compat.v1
     logits = v1.layers.dense(features, 2)
     predictions = tf.argmax(logits, axis=-1)
@@ -389,11 +391,15 @@ def _table_model_fn(features, labels, mode, params):
         train_op = v1.train.GradientDescentOptimizer(0.5).minimize(
                 loss, v1.train.get_global_step())
         return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
-    names = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
-        tf.constant([0, 1], tf.int64), ["neg", "pos"]), "?")
+
+    def make_table():
+        return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant([0, 1], tf.int64), ["neg", "pos"]), "?")
+
+    names = None if table_in_metric_fn else make_table()
 
     def metric_fn(labels, predictions):
-        pos = tf.equal(names.lookup(predictions), "pos")
+        pos = tf.equal((names or make_table()).lookup(predictions), "pos")
         return {"accuracy": v1.metrics.accuracy(labels, predictions),
                 "pos_rate": v1.metrics.mean(tf.cast(pos, tf.float32))}
 
@@ -401,7 +407,7 @@ def _table_model_fn(features, labels, mode, params):
 
 
 def _expected_table_metrics(est):
-    labels = np.concatenate([y.numpy() for _, y in _table_input_fn({"batch_size": 4})])
+    labels = np.concatenate([y.numpy() for _, y in _table_input_fn({"batch_size": 8})])
     predictions = np.array([p["predictions"] for p in est.predict(
             lambda params: _table_input_fn(params).map(lambda x, y: x))])
     assert len(predictions) == len(labels) == 16
@@ -412,14 +418,36 @@ def _expected_table_metrics(est):
 def test_metric_fn_using_a_table_model_fn_made_on_the_cpu_path(tmp_path):
     """Legacy's CPU path called metric_fn in model_fn's graph; the shim builds it in the
     eval step there, where the table is reachable."""
-    est = TPUEstimator(model_fn=_table_model_fn, use_tpu=False, train_batch_size=4,
-                       eval_batch_size=4, predict_batch_size=4,
+    est = TPUEstimator(model_fn=_table_model_fn, use_tpu=False, train_batch_size=8,
+                       eval_batch_size=8, predict_batch_size=8,
                        config=RunConfig(model_dir=str(tmp_path)))
     est.train(_table_input_fn, max_steps=3)
     results = est.evaluate(_table_input_fn)
     assert sorted(results) == ["accuracy", "global_step", "loss", "pos_rate"]
     assert (results["accuracy"], results["pos_rate"]) == _expected_table_metrics(est)
     assert est.evaluate(_table_input_fn) == results  # Accumulators reset per evaluate.
+
+
+@pytest.mark.parametrize("use_tpu", [False, True])
+def test_metric_fn_on_several_replicas_builds_its_table_on_the_host(tmp_path, use_tpu):
+    """With several replicas (or use_tpu=True) metric_fn runs on the host over every
+    replica's rows. A table it makes itself works there (initialised once, as legacy's
+    Scaffold did); model_fn's table is out of reach, and the error says so."""
+    strategy = make_strategy("mirrored8")
+    config = RunConfig(model_dir=str(tmp_path), tpu_config=TPUConfig(iterations_per_loop=2),
+                       **({} if use_tpu else {"train_distribute": strategy,
+                                              "eval_distribute": strategy}))
+    make = lambda model_fn: TPUEstimator(  # noqa: E731
+            model_fn=model_fn, use_tpu=use_tpu, train_batch_size=8, eval_batch_size=8,
+            predict_batch_size=8, config=config)
+    est = make(lambda features, labels, mode, params: _table_model_fn(
+            features, labels, mode, params, table_in_metric_fn=True))
+    est.train(_table_input_fn, max_steps=3)
+    results = est.evaluate(_table_input_fn)
+    assert (results["accuracy"], results["pos_rate"]) == _expected_table_metrics(est)
+    with pytest.raises(ValueError, match=r"must be from the same graph(.|\n)*uses a tensor or "
+                                         r"object .* that model_fn created"):
+        make(_table_model_fn).evaluate(_table_input_fn)
 
 
 def test_cpu_path_metric_fn_may_use_model_fn_tensors_modules_and_keras_metrics(tmp_path):
@@ -454,8 +482,8 @@ def test_cpu_path_metric_fn_may_use_model_fn_tensors_modules_and_keras_metrics(t
 
         return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels]))
 
-    est = TPUEstimator(model_fn=model_fn, use_tpu=False, train_batch_size=4,
-                       eval_batch_size=4, predict_batch_size=4,
+    est = TPUEstimator(model_fn=model_fn, use_tpu=False, train_batch_size=8,
+                       eval_batch_size=8, predict_batch_size=8,
                        config=RunConfig(model_dir=str(tmp_path)))
     est.train(_table_input_fn, max_steps=3)
     results = est.evaluate(_table_input_fn)

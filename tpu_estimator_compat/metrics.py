@@ -141,7 +141,20 @@ class HostMetrics:
                 self._shapes.append(None if shape.rank is None else tuple(shape.as_list()))
             self._paths = [path for path, _ in paths_and_specs]
             args = tf.nest.pack_sequence_as(structure, arg_tensors)
-            metric_ops = call_metric_fn(metric_fn, args)
+            try:
+                metric_ops = call_metric_fn(metric_fn, args)
+            except (ValueError, TypeError) as e:
+                if not _uses_another_graph(e):
+                    raise
+                raise ValueError(
+                        "{}\n\nmetric_fn (eval_metrics[0]) uses a tensor or object (a lookup "
+                        "table, a tokenizer) that model_fn created. With use_tpu=True or "
+                        "several replicas metric_fn runs on the host in a graph of its own, "
+                        "over every replica's rows, where model_fn's tensors and objects "
+                        "are not reachable; only legacy's CPU path (use_tpu=False on one "
+                        "device) builds it in model_fn's graph. Create the object inside "
+                        "metric_fn, or evaluate with use_tpu=False on one device."
+                        .format(e)) from e
             value_ops, update_ops, keras_variables = _split_metric_ops(metric_ops, self._graph)
             self.names: list[str] = sorted(value_ops)
             update_op = tf.group(*[update_ops[name] for name in self.names])
@@ -149,6 +162,10 @@ class HostMetrics:
                                 tf.compat.v1.variables_initializer(keras_variables))
             global_variables = tf.compat.v1.global_variables()
             global_init = tf.compat.v1.variables_initializer(global_variables)
+            # Tables metric_fn made (a vocabulary): legacy's Scaffold initialised them once
+            # per session, in its local_init_op.
+            tables = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.TABLE_INITIALIZERS)
+            tables_init = tf.group(*tables) if tables else None
         self._graph.finalize()
         # The metric ops are tiny: one inter-op thread halves a step's latency. A per-session
         # pool keeps that choice from sizing the process-wide pool other sessions share.
@@ -164,6 +181,8 @@ class HostMetrics:
                     "initializers on the host, not restored from a checkpoint.",
                     [v.name for v in global_variables])
             self._session.run(global_init)
+        if tables_init is not None:
+            self._session.run(tables_init)
         # Not `make_callable(feed_list=...)`: that is a full Session.run per call (see
         # _tf_private.make_fed_callable); this is one C++ call per batch.
         self._run_update = _tf_private.make_fed_callable(self._session, placeholders,
@@ -260,6 +279,14 @@ def call_metric_fn(metric_fn: Callable[..., Any], args: Any) -> Any:
                     "not match the function's arguments", "eval_metrics", e, "eval_metrics")
             raise
     return metric_fn(*args)
+
+
+def _uses_another_graph(error: Exception) -> bool:
+    """Whether metric_fn failed on a tensor of another graph or an eager resource handle."""
+    message = str(error)
+    return ("must be from the same graph" in message  # A tensor of the step's FuncGraph.
+            or "Eager-defined Tensor during graph construction" in message  # A handle
+            or "dtype resource" in message)  # made under init_scope (tables do that).
 
 
 def _split_metric_ops(metric_ops: Any, graph: tf.Graph | None) -> tuple[dict, dict, list]:
