@@ -350,20 +350,38 @@ def build_in_step(metric_fn: Callable[..., Any], tensors: Any) -> dict[str, tf.T
     live in the step's FuncGraph, its handle is eager, and a v1 Session can take neither).
 
     Returns:
-        name -> the metric's value after this call's update (the value op read under a
-        control dependency on the update op). The last step's is the evaluation's result,
-        what legacy read once after its last update.
+        name -> the metric's value after this call's update. The last step's is the
+        evaluation's result, what legacy read once after its last update.
 
     Raises:
         As `HostMetrics`: TypeError for a result that is not None or a dict of
         `(value, update_op)` pairs or Metric objects, ValueError for a reserved name.
     """
     value_ops, update_ops, _ = _split_metric_ops(call_metric_fn(metric_fn, tensors), None)
-    values = {}
-    for name in sorted(value_ops):
-        with tf.control_dependencies([update_ops[name]]):
-            values[name] = tf.identity(value_ops[name])
-    return values
+    return {name: _value_after_update(value_ops[name], update_ops[name])
+            for name in sorted(value_ops)}
+
+
+def _value_after_update(value: Any, update: Any) -> tf.Tensor:
+    """The metric's value once `update` ran, in a traced function.
+
+    A function orders stateful ops as they were created, and many v1 metrics read their
+    variables for `value` before they create `update` (`true_positives`, and `precision`,
+    `recall` built on it): their `value` would be the one before this step. Their update op
+    returns the updated value instead ("whose value matches" `value`, as tf.compat.v1.metrics
+    documents), so an update tensor (or assigned variable) of the value's dtype and shape is
+    the value. Otherwise (an Operation, tf.keras Metrics, `mean_iou`'s confusion-matrix
+    update) `value` is read after the update; those metrics create it after their update.
+    """
+    value = tf.convert_to_tensor(value)
+    if not isinstance(update, tf.Operation):
+        # An assign's result (`true_positives`) is an unread variable: reading it now
+        # reads after the assign.
+        update = tf.convert_to_tensor(update)
+        if update.dtype == value.dtype and update.shape.is_compatible_with(value.shape):
+            return tf.identity(update)
+    with tf.control_dependencies([update]):
+        return tf.identity(value)
 
 
 def _assert_same_structure(expected: Any, given: Any) -> None:
