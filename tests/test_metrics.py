@@ -370,11 +370,11 @@ def test_host_metrics_updated_in_the_background_equal_updates_in_line():
     assert results[0] == results[1]
 
 
-def _table_input_fn(params):
-    x = tf.random.stateless_normal([16, 4], seed=[1, 2])
+def _table_input_fn(params, rows=16):
+    x = tf.random.stateless_normal([rows, 4], seed=[1, 2])
     y = tf.cast(x[:, 0] > 0, tf.int64)
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(params["batch_size"],
-                                                            drop_remainder=True)
+                                                            drop_remainder=rows % 8 == 0)
 
 
 def _table_model_fn(features, labels, mode, params, table_in_metric_fn=False):
@@ -401,18 +401,21 @@ def _table_model_fn(features, labels, mode, params, table_in_metric_fn=False):
     def metric_fn(labels, predictions):
         pos = tf.equal((names or make_table()).lookup(predictions), "pos")
         return {"accuracy": v1.metrics.accuracy(labels, predictions),
-                "pos_rate": v1.metrics.mean(tf.cast(pos, tf.float32))}
+                "pos_rate": v1.metrics.mean(tf.cast(pos, tf.float32)),
+                # A count, not a ratio: an example counted twice would show.
+                "true_pos": v1.metrics.true_positives(labels, predictions)}
 
     return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, predictions]))
 
 
-def _expected_table_metrics(est):
-    labels = np.concatenate([y.numpy() for _, y in _table_input_fn({"batch_size": 8})])
+def _expected_table_metrics(est, rows=16):
+    labels = np.concatenate([y.numpy() for _, y in _table_input_fn({"batch_size": 8}, rows)])
     predictions = np.array([p["predictions"] for p in est.predict(
-            lambda params: _table_input_fn(params).map(lambda x, y: x))])
-    assert len(predictions) == len(labels) == 16
-    return (np.float32(np.sum(predictions == labels)) / np.float32(16),
-            np.float32(np.sum(predictions == 1)) / np.float32(16))
+            lambda params: _table_input_fn(params, rows).map(lambda x, y: x))])
+    assert len(predictions) == len(labels) == rows
+    return {"accuracy": np.float32(np.sum(predictions == labels)) / np.float32(rows),
+            "pos_rate": np.float32(np.sum(predictions == 1)) / np.float32(rows),
+            "true_pos": np.float32(np.sum((predictions == 1) & (labels == 1)))}
 
 
 def test_metric_fn_using_a_table_model_fn_made_on_the_cpu_path(tmp_path):
@@ -423,31 +426,34 @@ def test_metric_fn_using_a_table_model_fn_made_on_the_cpu_path(tmp_path):
                        config=RunConfig(model_dir=str(tmp_path)))
     est.train(_table_input_fn, max_steps=3)
     results = est.evaluate(_table_input_fn)
-    assert sorted(results) == ["accuracy", "global_step", "loss", "pos_rate"]
-    assert (results["accuracy"], results["pos_rate"]) == _expected_table_metrics(est)
+    assert sorted(results) == ["accuracy", "global_step", "loss", "pos_rate", "true_pos"]
+    expected = _expected_table_metrics(est)
+    assert {k: results[k] for k in expected} == expected
     assert est.evaluate(_table_input_fn) == results  # Accumulators reset per evaluate.
 
 
+@pytest.mark.parametrize("table_in_metric_fn", [False, True])
 @pytest.mark.parametrize("use_tpu", [False, True])
-def test_metric_fn_on_several_replicas_builds_its_table_on_the_host(tmp_path, use_tpu):
-    """With several replicas (or use_tpu=True) metric_fn runs on the host over every
-    replica's rows. A table it makes itself works there (initialised once, as legacy's
-    Scaffold did); model_fn's table is out of reach, and the error says so."""
+def test_metric_fn_using_a_table_on_several_replicas(tmp_path, use_tpu, table_in_metric_fn):
+    """On TPU (legacy: the host part of the TPU computation's graph) and on several replicas
+    metric_fn sees every replica's real rows once, padding dropped. A table metric_fn makes
+    works in the host graph (initialised once, as legacy's Scaffold did); for model_fn's
+    table metric_fn is built in the step, where that table is reachable."""
     strategy = make_strategy("mirrored8")
     config = RunConfig(model_dir=str(tmp_path), tpu_config=TPUConfig(iterations_per_loop=2),
                        **({} if use_tpu else {"train_distribute": strategy,
                                               "eval_distribute": strategy}))
-    make = lambda model_fn: TPUEstimator(  # noqa: E731
-            model_fn=model_fn, use_tpu=use_tpu, train_batch_size=8, eval_batch_size=8,
-            predict_batch_size=8, config=config)
-    est = make(lambda features, labels, mode, params: _table_model_fn(
-            features, labels, mode, params, table_in_metric_fn=True))
+    est = TPUEstimator(model_fn=lambda features, labels, mode, params: _table_model_fn(
+            features, labels, mode, params, table_in_metric_fn=table_in_metric_fn),
+            use_tpu=use_tpu, train_batch_size=8, eval_batch_size=8, predict_batch_size=8,
+            config=config)
     est.train(_table_input_fn, max_steps=3)
-    results = est.evaluate(_table_input_fn)
-    assert (results["accuracy"], results["pos_rate"]) == _expected_table_metrics(est)
-    with pytest.raises(ValueError, match=r"must be from the same graph(.|\n)*uses a tensor or "
-                                         r"object .* that model_fn created"):
-        make(_table_model_fn).evaluate(_table_input_fn)
+    # 20 rows in batches of 8: the last step has 4 real rows and 4 padding rows.
+    results = est.evaluate(lambda params: _table_input_fn(params, 20))
+    assert sorted(results) == ["accuracy", "global_step", "loss", "pos_rate", "true_pos"]
+    expected = _expected_table_metrics(est, 20)
+    assert {k: results[k] for k in expected} == expected
+    assert est.evaluate(lambda params: _table_input_fn(params, 20)) == results
 
 
 def test_cpu_path_metric_fn_may_use_model_fn_tensors_modules_and_keras_metrics(tmp_path):
@@ -487,9 +493,9 @@ def test_cpu_path_metric_fn_may_use_model_fn_tensors_modules_and_keras_metrics(t
                        config=RunConfig(model_dir=str(tmp_path)))
     est.train(_table_input_fn, max_steps=3)
     results = est.evaluate(_table_input_fn)
-    accuracy, pos_rate = _expected_table_metrics(est)
-    assert results["accuracy"] == accuracy
-    np.testing.assert_allclose(results["score"], 10.0 + 10.0 * pos_rate, rtol=1e-6)
+    expected = _expected_table_metrics(est)
+    assert results["accuracy"] == expected["accuracy"]
+    np.testing.assert_allclose(results["score"], 10.0 + 10.0 * expected["pos_rate"], rtol=1e-6)
     assert est.evaluate(_table_input_fn) == results  # The Keras metric was reset too.
     est.train(_table_input_fn, max_steps=4)  # Its checkpoint leaves the metrics out.
     saved = {name for name, _ in tf.train.list_variables(str(tmp_path))}

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import cluster as cluster_lib
@@ -47,6 +48,9 @@ class InferenceSession:
     iterator: Any
     iterations_per_loop: int
     hooks: hooks_lib.HookRunner | None
+    # EVAL with eval_metrics on TPU or several replicas: metric_fn's host graph. None when
+    # metric_fn is built in the step (one device off TPU, or it uses model_fn's objects).
+    host_metrics: metrics_lib.HostMetrics | None = None
 
     def chunks(self, steps: int | None) -> Iterator[loop_lib.InferenceResult]:
         """Runs loops of up to iterations_per_loop steps until `steps` or end of input.
@@ -92,19 +96,27 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
             batch_axis=settings.batch_axis)
         iterator = inputs_lib.iterate(source.dataset)
 
-        def traced(hook_tensors: HookTensors = ()) -> tuple[loop_lib.InferenceLoop, Any]:
-            key = (mode, plan, padded, on_tpu, source.spec_key, source.endless, hook_tensors)
+        def traced(hook_tensors: HookTensors = (),
+                   metrics_in_step: bool = False) -> tuple[loop_lib.InferenceLoop, Any]:
+            key = (mode, plan, padded, on_tpu, source.spec_key, source.endless, hook_tensors,
+                   metrics_in_step)
             if key not in runtime.functions:
                 record = replica_step.TraceRecord()
-                make_step = (replica_step.make_eval_step if mode == ModeKeys.EVAL
-                             else replica_step.make_predict_step)
-                step = make_step(settings.make_caller(plan, on_tpu), runtime.registry,
-                                 runtime.global_step, plan.for_model_fn, record=record,
-                                 hook_tensor_names=tuple(name for name, _ in hook_tensors))
+                names = tuple(name for name, _ in hook_tensors)
+                if mode == ModeKeys.EVAL:
+                    step = replica_step.make_eval_step(
+                        settings.make_caller(plan, on_tpu), runtime.registry,
+                        runtime.global_step, plan.for_model_fn, record=record,
+                        hook_tensor_names=names, metrics_in_step=metrics_in_step)
+                else:
+                    step = replica_step.make_predict_step(
+                        settings.make_caller(plan, on_tpu), runtime.registry,
+                        runtime.global_step, plan.for_model_fn, record=record,
+                        hook_tensor_names=names)
                 runtime.functions[key] = (loop_lib.InferenceLoop(
                     runtime.strategy, step, padded=padded, input_spec=source.replica_spec,
-                    steps_per_call=settings.iterations_per_loop, endless=source.endless),
-                    record)
+                    steps_per_call=settings.iterations_per_loop, endless=source.endless,
+                    step_takes_mask=mode == ModeKeys.EVAL), record)
             loop, record = runtime.functions[key]
             # A model_fn's own init_from_checkpoint (BERT's use_tpu=False path) only set
             # initializers in TF1: recorded, and applied only when there is no checkpoint.
@@ -114,6 +126,22 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
 
         init_plan = warm_start_lib.InitPlan()
         inference, record = traced()
+        metrics_in_step = False
+        host_metrics = None
+        if record.metric_fn is not None:
+            # Built on every worker, so that all of them take the same decision below.
+            try:
+                host_metrics = metrics_lib.HostMetrics(
+                    record.metric_fn, record.metric_structure,
+                    inference.trace(iterator)["metrics"])
+            except metrics_lib.ModelFnObjectsError as e:
+                # On real TPU legacy ran metric_fn on the host in the TPU computation's graph,
+                # where model_fn's host-side objects were reachable: build it in the step.
+                logging.info("metric_fn uses objects model_fn made; it is built in the "
+                             "evaluation step, over every replica's rows (%s)",
+                             str(e).splitlines()[0])
+                metrics_in_step = True
+                inference, record = traced((), metrics_in_step=True)
         saver_map = None
         if record.scaffold_fn is not None:
             with runtime.registry.in_collections():
@@ -131,12 +159,12 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
             init_plan.apply(runtime.registry.by_name())
         runtime.registry.reset_local_variables()
     session = InferenceSession(runtime, inference, record, iterator,
-                               settings.iterations_per_loop, None)
+                               settings.iterations_per_loop, None, host_metrics)
 
     def fetch_tensors(tensors: HookTensors) -> None:
         # Hooks fetch model_fn tensors (legacy's CPU path): a loop that returns them.
         with runtime.scope():
-            session.loop, _ = traced(tensors)
+            session.loop, _ = traced(tensors, metrics_in_step)
 
     # Legacy's CPU path ran evaluation and prediction hooks around every step (one
     # session.run per batch), where they could fetch any model_fn tensor.
@@ -156,10 +184,8 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
     """
     record = session.record
     chief = cluster_lib.is_chief(session.runtime.strategy)
-    metrics = None
-    if record.metric_fn is not None and chief:
-        metrics = metrics_lib.HostMetrics(record.metric_fn, record.metric_structure,
-                                          session.loop.trace(session.iterator)["metrics"])
+    metrics = session.host_metrics if chief else None
+    if metrics is not None:
         metrics.reset()
     mean_loss = metrics_lib.MeanLoss()
     last_values: list[Any] = []

@@ -139,11 +139,13 @@ def _leaf_paths(nest: Any, prefix: tuple = ()) -> Any:
 class InferenceLoop:
     """An eval or predict step compiled into one function running up to `n` steps per call.
 
-    The step returns `{'loss'?: scalar, 'metrics'?: nest, 'predictions'?: nest,
-    'metric_values'?: nest, 'hook_tensors'?: list}`. `metrics` and `predictions` are
-    gathered from every replica (concatenated on axis 0 in replica order, which is input
-    order); `metric_values` and `hook_tensors` are kept per step from the first replica;
-    `loss` is the global-batch loss (row-weighted over replicas when batches are padded).
+    The step is called as `step(features, labels)` (with `step_takes_mask`, as
+    `step(features, labels, mask)`) and returns `{'loss'?: scalar, 'metrics'?: nest,
+    'predictions'?: nest, 'metric_values'?: nest, 'hook_tensors'?: list}`. `metrics` and
+    `predictions` are gathered from every replica (concatenated on axis 0 in replica order,
+    which is input order); `metric_values` and `hook_tensors` are kept per step from the
+    first replica; `loss` is the global-batch loss (row-weighted over replicas when batches
+    are padded).
     `trace()` traces the step once in a probe, to create its variables and learn its output
     structure before the loop's accumulators are built; the loop itself traces it once more.
 
@@ -156,11 +158,12 @@ class InferenceLoop:
     def __init__(self, strategy: tf.distribute.Strategy,
                  step: Callable[[Any, Any], dict[str, Any]], *, padded: bool,
                  input_spec: Any = None, steps_per_call: int | None = None,
-                 endless: bool = False) -> None:
+                 endless: bool = False, step_takes_mask: bool = False) -> None:
         self._strategy = strategy
         self._padded = padded
         self._endless = endless
-        self._replica_fn = tf.autograph.experimental.do_not_convert(_with_row_count(step))
+        self._replica_fn = tf.autograph.experimental.do_not_convert(
+            _with_row_count(step, step_takes_mask))
         # Taken through `get_next_as_optional`, fixed-size batches keep their static shapes.
         self._fixed = None if endless else FixedBatches.of(strategy, input_spec)
         self._loop_replica_fn = self._replica_fn
@@ -348,11 +351,16 @@ def _concat(ta: tf.TensorArray, steps: tf.Tensor, shape: tf.TensorShape) -> tf.T
     return tf.cond(steps > 0, ta.concat, lambda: empty_batch(shape, ta.dtype))
 
 
-def _with_row_count(step: Callable[[Any, Any], dict[str, Any]]) -> Callable[..., Any]:
-    """Adds the replica's real-row count (and row-weighted loss) to the step's outputs."""
+def _with_row_count(step: Callable[..., dict[str, Any]],
+                    takes_mask: bool = False) -> Callable[..., Any]:
+    """Adds the replica's real-row count (and row-weighted loss) to the step's outputs.
+
+    With `takes_mask` the step is called as `step(features, labels, mask)`, `mask` being
+    this replica's real rows (None when batches are not padded).
+    """
 
     def replica_fn(features: Any, labels: Any, mask: Any) -> dict[str, Any]:
-        out = dict(step(features, labels))
+        out = dict(step(features, labels, mask) if takes_mask else step(features, labels))
         if mask is None:
             rows = tf.shape(tf.nest.flatten(features)[0])[0]
             mask = tf.ones([rows], tf.bool)

@@ -91,6 +91,7 @@ class HostMetrics:
             ValueError: If `structure` is not a list/tuple/dict, `specs` does not match it,
                 a metric name is 'loss' or 'global_step', a Metric object was never
                 updated, or a metric tensor comes from another graph.
+            ModelFnObjectsError: If metric_fn uses a tensor or object model_fn made.
             RuntimeError: If a spec is scalar (it has no batch axis to concatenate).
             TypeError: If `metric_fn` returns neither None nor a dict of `(value, update_op)`
                 tuples of Tensors/Operations or Metric objects.
@@ -146,15 +147,12 @@ class HostMetrics:
             except (ValueError, TypeError) as e:
                 if not _uses_another_graph(e):
                     raise
-                raise ValueError(
+                raise ModelFnObjectsError(
                         "{}\n\nmetric_fn (eval_metrics[0]) uses a tensor or object (a lookup "
-                        "table, a tokenizer) that model_fn created. With use_tpu=True or "
-                        "several replicas metric_fn runs on the host in a graph of its own, "
-                        "over every replica's rows, where model_fn's tensors and objects "
-                        "are not reachable; only legacy's CPU path (use_tpu=False on one "
-                        "device) builds it in model_fn's graph. Create the object inside "
-                        "metric_fn, or evaluate with use_tpu=False on one device."
-                        .format(e)) from e
+                        "table, a tokenizer) that model_fn created, which HostMetrics' graph "
+                        "of its own cannot reach. Build metric_fn where model_fn's tensors "
+                        "live (`metrics.build_in_step`), or create the object inside "
+                        "metric_fn.".format(e)) from e
             value_ops, update_ops, keras_variables = _split_metric_ops(metric_ops, self._graph)
             self.names: list[str] = sorted(value_ops)
             update_op = tf.group(*[update_ops[name] for name in self.names])
@@ -281,6 +279,15 @@ def call_metric_fn(metric_fn: Callable[..., Any], args: Any) -> Any:
     return metric_fn(*args)
 
 
+class ModelFnObjectsError(ValueError):
+    """metric_fn uses a tensor or object model_fn made: it cannot run in a graph of its own.
+
+    A lookup table made in model_fn has its resource handle made eagerly (under
+    `init_scope`), which a v1 Session cannot take, and its other tensors (`default_value`)
+    in the traced step's graph; a tokenizer's resources are the same.
+    """
+
+
 def _uses_another_graph(error: Exception) -> bool:
     """Whether metric_fn failed on a tensor of another graph or an eager resource handle."""
     message = str(error)
@@ -348,6 +355,8 @@ def build_in_step(metric_fn: Callable[..., Any], tensors: Any) -> dict[str, tf.T
     a lookup table, a tokenizer's resources, any tensor. Built here, in the traced step, it
     still can; `HostMetrics`' graph of its own cannot reach them (a model_fn table's tensors
     live in the step's FuncGraph, its handle is eager, and a v1 Session can take neither).
+    On TPU or several replicas the caller passes every replica's rows (legacy's host
+    metric_fn on real TPU shared the TPU computation's graph, and so model_fn's objects).
 
     Returns:
         name -> the metric's value after this call's update. The last step's is the

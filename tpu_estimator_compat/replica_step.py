@@ -20,6 +20,7 @@ from typing import Any, Callable
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import cluster
 from tpu_estimator_compat import cross_shard
 from tpu_estimator_compat import global_step_reads
 from tpu_estimator_compat import keras_env
@@ -304,17 +305,22 @@ def _metric_update_values(eval_metric_ops: dict[str, Any]) -> dict[str, tf.Tenso
 def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegistry,
                    global_step: tf.Variable, batch_size: int | None, *,
                    record: TraceRecord,
-                   hook_tensor_names: tuple[str, ...] = ()) -> Callable[..., dict[str, Any]]:
+                   hook_tensor_names: tuple[str, ...] = (),
+                   metrics_in_step: bool = False) -> Callable[..., dict[str, Any]]:
     """Returns `step(features, labels) -> {loss, metrics, metric_values}` for EVAL.
 
     `metrics` are the `eval_metrics` tensors for the host (TPU or several replicas);
     `metric_values` the values after this step's update of an EstimatorSpec's
     `eval_metric_ops` or of the metrics `metric_fn` built in the step (legacy's CPU path:
-    use_tpu=False on one device, where `record.metric_fn` stays None);
+    use_tpu=False on one device, or `metrics_in_step`, where `record.metric_fn` stays None);
     `hook_tensors` the model_fn tensors hooks fetch by those names (as in TRAIN).
+
+    `metrics_in_step` (TPU or several replicas): metric_fn is built in the step too, for a
+    metric_fn that uses objects model_fn made (`metrics.ModelFnObjectsError`), over every
+    replica's real rows (`mask`: this replica's real rows; None when no batch is padded).
     """
 
-    def eval_step(features: Any, labels: Any) -> dict[str, Any]:
+    def eval_step(features: Any, labels: Any, mask: Any = None) -> dict[str, Any]:
         with variables_lib.replica_scope(registry, global_step):
             spec = caller(features, labels, ModeKeys.EVAL, batch_size)
             _check_eval_spec(spec)
@@ -324,14 +330,18 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             eval_metrics = getattr(spec, "eval_metrics", None)
             one_device = (not caller.use_tpu and tf.distribute.get_replica_context()
                           .num_replicas_in_sync == 1)
-            if eval_metrics is not None and one_device:
+            if eval_metrics is not None and (one_device or metrics_in_step):
                 # Legacy's CPU path (use_tpu=False, one device) called metric_fn in model_fn's
                 # graph on its tensors as they were (scalars included: bigbird's scalar
                 # losses), so metric_fn could use what model_fn made (a lookup table, a
                 # tokenizer). Built here, in the step, it still can; its accumulators are
                 # local variables, reset at every evaluate.
+                tensors = eval_metrics[1]
+                if not one_device:
+                    spec_lib.check_eval_metrics_tensors_have_batch_dim(eval_metrics)
+                    tensors = _every_replicas_rows(tensors, mask)
                 with registry.local_variables():
-                    values = metrics_lib.build_in_step(eval_metrics[0], eval_metrics[1])
+                    values = metrics_lib.build_in_step(eval_metrics[0], tensors)
                 record.metric_op_names = tuple(values)  # Sorted, as tf.nest flattens them.
                 outputs["metric_values"] = values
             elif eval_metrics is not None:
@@ -354,6 +364,53 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             return outputs
 
     return eval_step
+
+
+def _every_replicas_rows(tensors: Any, mask: Any) -> Any:
+    """`tensors` as legacy's host metric_fn got them, on replica 0; no rows on the others.
+
+    Legacy ran metric_fn once, on the host, over every replica's rows concatenated in
+    replica order. Here every replica builds metric_fn (v1 metrics merge_call across
+    replicas, so all must), replica 0 over every real row, the others over none: the
+    metrics' replica-local accumulators (SyncOnRead, summed when read) then count each
+    example once. Padding rows are dropped along axis 0; a leaf whose axis 0 is not the
+    per-replica batch is passed as it is, and a step that had padding rows then fails, as on
+    the host.
+    """
+    context = tf.distribute.get_replica_context()
+    leaves = [tf.convert_to_tensor(leaf) for leaf in tf.nest.flatten(tensors)]
+    if mask is None:
+        mask = tf.ones(tf.shape(leaves[0])[:1], tf.bool)
+    batch = tf.compat.dimension_value(mask.shape[0])
+    per_example = [not leaf.shape.rank or  # Unknown rank: taken as batch-major.
+                   tf.compat.dimension_value(leaf.shape[0]) in (None, batch)
+                   for leaf in leaves]
+
+    def gather(strategy: tf.distribute.Strategy, leaves: list[Any], mask: Any) -> list[Any]:
+        what = "tensor of eval_metrics"
+        real = cluster.gather(strategy, mask, what)
+        rows = [tf.boolean_mask(cluster.gather(strategy, leaf, what), real) if batch_major
+                else cluster.gather(strategy, leaf, what)
+                for leaf, batch_major in zip(leaves, per_example)]
+        if all(per_example):
+            return rows
+        unpadded = tf.debugging.assert_equal(
+            tf.reduce_all(real), True, message=(
+                "An eval_metrics tensor whose axis 0 is not the per-replica batch cannot have "
+                "its padding rows removed: give full batches (`batch(..., "
+                "drop_remainder=True)`) or pass one row per example."))
+        with tf.control_dependencies([unpadded]):
+            return [tf.identity(r) for r in rows]
+
+    rows = context.merge_call(gather, args=(leaves, mask))
+    replica = context.replica_id_in_sync_group
+    static_replica = tf.get_static_value(replica)  # MirroredStrategy's; a TPU's is not.
+    if static_replica is not None:
+        rows = rows if static_replica == 0 else [r[:0] for r in rows]
+    else:
+        keep = tf.cast(tf.equal(replica, 0), tf.int32)
+        rows = [r[:tf.shape(r)[0] * keep] for r in rows]
+    return tf.nest.pack_sequence_as(tensors, rows)
 
 
 def _check_predictions(predictions: Any) -> dict[str, tf.Tensor]:
