@@ -115,12 +115,9 @@ class HostMetrics:
         self._session: tf.compat.v1.Session | None = None
         with self._graph.as_default(), tf.device("/device:CPU:0"):
             placeholders = []
-            arg_tensors = []  # What metric_fn gets: the placeholders, scalars reshaped.
             self._dtypes: list[np.dtype] = []
             self._shapes: list[tuple | None] = []
-            # `structure` matched `specs` above, so both flatten to the same leaves.
-            scalars = [_rank(leaf) == 0 for leaf in tf.nest.flatten(structure)]
-            for (path, spec), scalar in zip(paths_and_specs, scalars):
+            for path, spec in paths_and_specs:
                 shape = tf.TensorShape(spec.shape)
                 if shape.rank == 0:
                     raise RuntimeError(
@@ -128,20 +125,15 @@ class HostMetrics:
                             "dimension, but got scalar {} at eval_metrics[1]{}. Give it a "
                             "leading batch axis, e.g. tf.reshape(x, [1]).".format(
                                     spec, "".join("[{!r}]".format(p) for p in path)))
-                # A scalar of legacy's CPU path travels as one row per step (replica_step);
-                # metric_fn gets it back as the scalar model_fn made.
-                one_row_scalar = scalar and shape.rank == 1
                 if shape.rank is not None:
                     shape = tf.TensorShape([None]).concatenate(shape[1:])
                 dtype = tf.as_dtype(spec.dtype)
                 placeholders.append(tf.compat.v1.placeholder(
                         dtype, shape, name=_placeholder_name(path)))
-                arg_tensors.append(tf.reshape(placeholders[-1], []) if one_row_scalar
-                                   else placeholders[-1])
                 self._dtypes.append(np.dtype(dtype.as_numpy_dtype))
                 self._shapes.append(None if shape.rank is None else tuple(shape.as_list()))
             self._paths = [path for path, _ in paths_and_specs]
-            args = tf.nest.pack_sequence_as(structure, arg_tensors)
+            args = tf.nest.pack_sequence_as(structure, placeholders)
             try:
                 metric_ops = call_metric_fn(metric_fn, args)
             except (ValueError, TypeError) as e:
@@ -399,13 +391,6 @@ def _assert_same_structure(expected: Any, given: Any) -> None:
     if isinstance(expected, Mapping) != isinstance(given, Mapping):
         raise TypeError("one is a dict and the other is not")
     tf.nest.assert_same_structure(expected, given, check_types=False)
-
-
-def _rank(value: Any) -> int | None:
-    """The rank of a model_fn tensor in `structure`; None for anything else (callers may
-    pass placeholder values there: only the container type and keys are used)."""
-    shape = getattr(value, "shape", None)
-    return shape.rank if isinstance(value, tf.Tensor) and shape is not None else None
 
 
 def _flatten_with_paths(nest: Any) -> list[tuple[tuple, Any]]:
