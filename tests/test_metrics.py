@@ -432,6 +432,18 @@ def test_metric_fn_using_a_table_model_fn_made_on_the_cpu_path(tmp_path):
     assert est.evaluate(_table_input_fn) == results  # Accumulators reset per evaluate.
 
 
+def test_cpu_path_metrics_of_an_empty_evaluation_are_their_initial_values(tmp_path):
+    """Legacy read metrics once after the last update: with no step, as initialised (TF 2.15
+    legacy: `{'accuracy': 0.0, 'loss': 0.0, 'tp': 0.0, 'global_step': 1}`)."""
+    est = TPUEstimator(model_fn=_table_model_fn, use_tpu=False, train_batch_size=8,
+                       eval_batch_size=8, config=RunConfig(model_dir=str(tmp_path)))
+    est.train(_table_input_fn, max_steps=1)
+    results = est.evaluate(lambda params: _table_input_fn(params).take(0))
+    assert results == {"accuracy": 0.0, "loss": 0.0, "pos_rate": 0.0, "true_pos": 0.0,
+                       "global_step": 1}
+    assert type(results["true_pos"]) is np.float32
+
+
 @pytest.mark.parametrize("table_in_metric_fn", [False, True])
 @pytest.mark.parametrize("use_tpu", [False, True])
 def test_metric_fn_using_a_table_on_several_replicas(tmp_path, use_tpu, table_in_metric_fn):

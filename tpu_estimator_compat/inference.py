@@ -234,7 +234,8 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
             host_call.close()
     values = metrics.result() if metrics is not None else {}
     if record.metric_op_names and chief:
-        values.update(dict(zip(record.metric_op_names, last_values)))
+        values.update(dict(zip(record.metric_op_names,
+                               last_values or _initial_values(session))))
     results = metrics_lib.finalize_eval_dict(values, mean_loss.result(), global_step)
     if chief:
         summaries_lib.write_eval_summaries(
@@ -268,6 +269,17 @@ def predict(session: InferenceSession, predict_keys: Sequence[str] | None,
                 # Row by row over every key at once: row i of each array, as `v[i]` gives it.
                 names = list(batch)
                 yield [dict(zip(names, row)) for row in zip(*batch.values())]
+
+
+def _initial_values(session: InferenceSession) -> list[Any]:
+    """The values of metrics built in the step when no step ran: zeros of their specs.
+
+    Legacy read its metrics once after the last update, so an empty evaluation reported
+    them as initialised (0 for the v1 and tf.keras metrics: their accumulators start at 0
+    and their values divide with `div_no_nan`). The step's values exist only once it ran.
+    """
+    specs = tf.nest.flatten(session.loop.trace(session.iterator).get("metric_values", {}))
+    return [np.zeros(spec.shape, spec.dtype.as_numpy_dtype)[()] for spec in specs]
 
 
 # Steps whose metric updates go to the background thread at once (see `evaluate`).
