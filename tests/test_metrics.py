@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import make_strategy
-from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
+                                  TPUEstimatorSpec)
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat.metrics import HostMetrics, MeanLoss, finalize_eval_dict
 
@@ -513,3 +514,46 @@ def test_cpu_path_metric_fn_may_use_model_fn_tensors_modules_and_keras_metrics(t
     saved = {name for name, _ in tf.train.list_variables(str(tmp_path))}
     assert "global_step" in saved
     assert not any("score_mean" in name or "accuracy" in name for name in saved), saved
+
+
+@pytest.mark.parametrize("spec_type", ["eval_metrics", "eval_metric_ops"])
+def test_cpu_path_metrics_read_after_the_last_update(tmp_path, spec_type):
+    """In a traced step `true_positives` reads its variable for its value before it assigns
+    (its update op returns the new count), and `mean_iou`'s update op is the confusion
+    matrix (its value is read after it): both must end at legacy's final value."""
+    v1 = tf.compat.v1
+
+    def model_fn(features, labels, mode, params):
+        spec = _table_model_fn(features, labels, mode, params)
+        if mode != "eval":
+            return spec
+        predictions = spec.eval_metrics[1][1]
+
+        def metric_fn(labels, predictions):
+            return {"tp": v1.metrics.true_positives(labels, predictions),
+                    "iou": v1.metrics.mean_iou(labels, predictions, 2),
+                    "accuracy": v1.metrics.accuracy(labels, predictions)}
+
+        if spec_type == "eval_metrics":
+            return TPUEstimatorSpec(mode, loss=spec.loss,
+                                    eval_metrics=(metric_fn, [labels, predictions]))
+        return EstimatorSpec(mode, loss=spec.loss,
+                             eval_metric_ops=metric_fn(labels, predictions))
+
+    est = TPUEstimator(model_fn=model_fn, use_tpu=False, train_batch_size=8,
+                       eval_batch_size=8, predict_batch_size=8,
+                       config=RunConfig(model_dir=str(tmp_path)))
+    est.train(_table_input_fn, max_steps=3)
+    results = est.evaluate(_table_input_fn)
+    labels = np.concatenate([y.numpy() for _, y in _table_input_fn({"batch_size": 8})])
+    predictions = np.array([p["predictions"] for p in est.predict(
+            lambda params: _table_input_fn(params).map(lambda x, y: x))])
+    assert results["tp"] == np.sum((predictions == 1) & (labels == 1))
+    assert results["accuracy"] == _expected_table_metrics(est)["accuracy"]
+    ious = []
+    for c in (0, 1):
+        union = np.sum((predictions == c) | (labels == c))
+        if union:
+            ious.append(np.sum((predictions == c) & (labels == c)) / union)
+    np.testing.assert_allclose(results["iou"], np.mean(ious), rtol=1e-6)
+    assert results["iou"].shape == ()

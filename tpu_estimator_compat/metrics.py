@@ -358,7 +358,16 @@ def build_in_step(metric_fn: Callable[..., Any], tensors: Any) -> dict[str, tf.T
         As `HostMetrics`: TypeError for a result that is not None or a dict of
         `(value, update_op)` pairs or Metric objects, ValueError for a reserved name.
     """
-    value_ops, update_ops, _ = _split_metric_ops(call_metric_fn(metric_fn, tensors), None)
+    return values_after_update(call_metric_fn(metric_fn, tensors))
+
+
+def values_after_update(metric_ops: Any) -> dict[str, tf.Tensor]:
+    """name -> value after the update, for metric ops built in a traced step.
+
+    `metric_ops`: what metric_fn returned, or an EstimatorSpec's `eval_metric_ops`: None or
+    a dict of `(value, update_op)` pairs or updated tf.keras Metrics, checked as legacy did.
+    """
+    value_ops, update_ops, _ = _split_metric_ops(metric_ops, None)
     return {name: _value_after_update(value_ops[name], update_ops[name])
             for name in sorted(value_ops)}
 

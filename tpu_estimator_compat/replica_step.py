@@ -286,22 +286,6 @@ def _check_eval_spec(spec: Any) -> None:
             "replica (use_tpu=False or eval_on_tpu=False with no eval_distribute).")
 
 
-def _metric_update_values(eval_metric_ops: dict[str, Any]) -> dict[str, tf.Tensor]:
-    """The value of each (value, update_op) pair after this step's update.
-
-    v1 metrics' update ops return the updated value; for an Operation update the value is
-    read after it.
-    """
-    values = {}
-    for name, (value, update) in eval_metric_ops.items():
-        if isinstance(update, tf.Tensor):
-            values[name] = tf.identity(update)
-        else:
-            with tf.control_dependencies([update]):
-                values[name] = tf.identity(value)
-    return values
-
-
 def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegistry,
                    global_step: tf.Variable, batch_size: int | None, *,
                    record: TraceRecord,
@@ -359,7 +343,7 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             metric_ops = getattr(spec, "eval_metric_ops", None)
             if metric_ops:
                 record.metric_op_names = tuple(sorted(metric_ops))
-                outputs["metric_values"] = _metric_update_values(metric_ops)
+                outputs["metric_values"] = metrics_lib.values_after_update(metric_ops)
             outputs.update(_hook_tensors(hook_tensor_names))
             return outputs
 
