@@ -401,10 +401,13 @@ def _table_model_fn(features, labels, mode, params, table_in_metric_fn=False):
 
     def metric_fn(labels, predictions):
         pos = tf.equal((names or make_table()).lookup(predictions), "pos")
+        rows = tf.keras.metrics.Sum(name="rows")
+        rows.update_state(tf.ones_like(predictions, tf.float32))
         return {"accuracy": v1.metrics.accuracy(labels, predictions),
                 "pos_rate": v1.metrics.mean(tf.cast(pos, tf.float32)),
-                # A count, not a ratio: an example counted twice would show.
-                "true_pos": v1.metrics.true_positives(labels, predictions)}
+                # Counts, not ratios: an example counted twice, or a padding row, would show.
+                "true_pos": v1.metrics.true_positives(labels, predictions),
+                "rows": rows}
 
     return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, predictions]))
 
@@ -416,7 +419,8 @@ def _expected_table_metrics(est, rows=16):
     assert len(predictions) == len(labels) == rows
     return {"accuracy": np.float32(np.sum(predictions == labels)) / np.float32(rows),
             "pos_rate": np.float32(np.sum(predictions == 1)) / np.float32(rows),
-            "true_pos": np.float32(np.sum((predictions == 1) & (labels == 1)))}
+            "true_pos": np.float32(np.sum((predictions == 1) & (labels == 1))),
+            "rows": np.float32(rows)}
 
 
 def test_metric_fn_using_a_table_model_fn_made_on_the_cpu_path(tmp_path):
@@ -427,7 +431,8 @@ def test_metric_fn_using_a_table_model_fn_made_on_the_cpu_path(tmp_path):
                        config=RunConfig(model_dir=str(tmp_path)))
     est.train(_table_input_fn, max_steps=3)
     results = est.evaluate(_table_input_fn)
-    assert sorted(results) == ["accuracy", "global_step", "loss", "pos_rate", "true_pos"]
+    assert sorted(results) == ["accuracy", "global_step", "loss", "pos_rate", "rows",
+                               "true_pos"]
     expected = _expected_table_metrics(est)
     assert {k: results[k] for k in expected} == expected
     assert est.evaluate(_table_input_fn) == results  # Accumulators reset per evaluate.
@@ -440,8 +445,8 @@ def test_cpu_path_metrics_of_an_empty_evaluation_are_their_initial_values(tmp_pa
                        eval_batch_size=8, config=RunConfig(model_dir=str(tmp_path)))
     est.train(_table_input_fn, max_steps=1)
     results = est.evaluate(lambda params: _table_input_fn(params).take(0))
-    assert results == {"accuracy": 0.0, "loss": 0.0, "pos_rate": 0.0, "true_pos": 0.0,
-                       "global_step": 1}
+    assert results == {"accuracy": 0.0, "loss": 0.0, "pos_rate": 0.0, "rows": 0.0,
+                       "true_pos": 0.0, "global_step": 1}
     assert type(results["true_pos"]) is np.float32
 
 
@@ -463,7 +468,8 @@ def test_metric_fn_using_a_table_on_several_replicas(tmp_path, use_tpu, table_in
     est.train(_table_input_fn, max_steps=3)
     # 20 rows in batches of 8: the last step has 4 real rows and 4 padding rows.
     results = est.evaluate(lambda params: _table_input_fn(params, 20))
-    assert sorted(results) == ["accuracy", "global_step", "loss", "pos_rate", "true_pos"]
+    assert sorted(results) == ["accuracy", "global_step", "loss", "pos_rate", "rows",
+                               "true_pos"]
     expected = _expected_table_metrics(est, 20)
     assert {k: results[k] for k in expected} == expected
     assert est.evaluate(lambda params: _table_input_fn(params, 20)) == results
