@@ -61,6 +61,43 @@ def test_init_from_checkpoint_loads_values(tmp_path, strategy, where):
     np.testing.assert_array_equal(reader.get_tensor("head"), np.zeros([10], np.float32))
 
 
+@pytest.mark.parametrize("where", ["scaffold", "model_fn"])
+def test_predict_without_checkpoint_applies_init_from_checkpoint(tmp_path, strategy, where):
+    """predict() on a model_dir with no checkpoint ("running initialization to predict"):
+    init_from_checkpoint set the initializers in legacy's fresh graph, so the predictions
+    come from the init checkpoint (canine/tydiqa run_tydi.py --do_predict
+    --init_checkpoint=<fine-tuned model>)."""
+    pretrained = write_pretrained(str(tmp_path / "pretrained" / "model.ckpt"))
+
+    def model_fn(features, mode, params):
+        with v1.variable_scope("bert/encoder"):
+            w = v1.get_variable("w", [64, 10], initializer=v1.zeros_initializer())
+            b = v1.get_variable("b", [10], initializer=v1.zeros_initializer())
+        amap = {"bert/": "bert/"}
+        scaffold_fn = None
+        if where == "scaffold":
+            def scaffold_fn():
+                v1.train.init_from_checkpoint(params["init_checkpoint"], amap)
+                return v1.train.Scaffold()
+        else:
+            v1.train.init_from_checkpoint(params["init_checkpoint"], amap)
+        return TPUEstimatorSpec(mode, predictions={"logits": tf.matmul(features, w) + b},
+                                scaffold_fn=scaffold_fn)
+
+    config = RunConfig(model_dir=str(tmp_path / "run"), eval_distribute=strategy,
+                       tpu_config=TPUConfig(iterations_per_loop=1))
+    est = TPUEstimator(model_fn=model_fn, config=config, train_batch_size=64,
+                       predict_batch_size=64,
+                       params={"init_checkpoint": str(tmp_path / "pretrained" / "model.ckpt")})
+    x, _ = models.digits(64, flat=True)
+    logits = np.stack([p["logits"] for p in est.predict(
+        lambda params: tf.data.Dataset.from_tensor_slices(x).batch(params["batch_size"]))])
+    np.testing.assert_allclose(
+        logits, x @ pretrained["bert/encoder/w"] + pretrained["bert/encoder/b"],
+        rtol=1e-5, atol=1e-5)
+
+
+
 def test_init_from_checkpoint_ignored_when_model_dir_has_checkpoint(tmp_path, strategy):
     write_pretrained(str(tmp_path / "pretrained" / "model.ckpt"))
     config = RunConfig(model_dir=str(tmp_path / "run"), train_distribute=strategy,
