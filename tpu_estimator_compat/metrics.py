@@ -27,6 +27,7 @@ import tensorflow as tf
 from absl import logging
 
 from tpu_estimator_compat import _tf_private
+from tpu_estimator_compat import spec as spec_lib
 
 LOSS_KEY = "loss"
 GLOBAL_STEP_KEY = "global_step"
@@ -135,7 +136,7 @@ class HostMetrics:
             self._paths = [path for path, _ in paths_and_specs]
             args = tf.nest.pack_sequence_as(structure, placeholders)
             try:
-                metric_ops = call_metric_fn(metric_fn, args)
+                metric_ops = spec_lib.call_host_fn(metric_fn, args, "eval_metrics")
             except (ValueError, TypeError) as e:
                 if not _uses_another_graph(e):
                     raise
@@ -258,19 +259,6 @@ class HostMetrics:
                     "or call reset() instead of close() between evaluations.")
 
 
-def call_metric_fn(metric_fn: Callable[..., Any], args: Any) -> Any:
-    """Calls `metric_fn` as legacy did: by keyword for a dict of tensors, else positionally."""
-    if isinstance(args, dict):
-        try:
-            return metric_fn(**args)
-        except TypeError as e:
-            logging.warning(
-                    "Exception while calling %s: %s. It is likely the tensors (%s[1]) do "
-                    "not match the function's arguments", "eval_metrics", e, "eval_metrics")
-            raise
-    return metric_fn(*args)
-
-
 class ModelFnObjectsError(ValueError):
     """metric_fn uses a tensor or object model_fn made: it cannot run in a graph of its own.
 
@@ -358,7 +346,7 @@ def build_in_step(metric_fn: Callable[..., Any], tensors: Any) -> dict[str, tf.T
         As `HostMetrics`: TypeError for a result that is not None or a dict of
         `(value, update_op)` pairs or Metric objects, ValueError for a reserved name.
     """
-    return values_after_update(call_metric_fn(metric_fn, tensors))
+    return values_after_update(spec_lib.call_host_fn(metric_fn, tensors, "eval_metrics"))
 
 
 def values_after_update(metric_ops: Any) -> dict[str, tf.Tensor]:

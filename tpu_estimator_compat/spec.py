@@ -293,7 +293,8 @@ def validate_host_call(host_call: Any, name: str) -> None:
                     .format(name, len(tensors), expected, name))
 
 
-def _call_host_fn(fn: Callable, tensors: Any, name: str) -> Any:
+def call_host_fn(fn: Callable, tensors: Any, name: str) -> Any:
+    """Calls `name=(fn, tensors)`'s fn as legacy did: by keyword for a dict, else positionally."""
     if isinstance(tensors, dict):
         try:
             return fn(**tensors)
@@ -384,11 +385,11 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", [
         eval_metric_ops = None
         if self.eval_metrics is not None:
             metric_fn, tensors = self.eval_metrics
-            eval_metric_ops = _call_host_fn(metric_fn, tensors, "eval_metrics")
+            eval_metric_ops = call_host_fn(metric_fn, tensors, "eval_metrics")
         extra_hooks: tuple = ()
         if self.host_call is not None:
             host_fn, tensors = self.host_call
-            extra_hooks = (HostCallHook(_call_host_fn(host_fn, tensors, "host_call")),)
+            extra_hooks = (HostCallHook(call_host_fn(host_fn, tensors, "host_call")),)
         scaffold = self.scaffold_fn() if self.scaffold_fn else None
         return EstimatorSpec(
                 mode=self.mode,
