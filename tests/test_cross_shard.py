@@ -453,3 +453,46 @@ def test_tensorflow_itself_still_sees_no_shard_context_inside_model_fn():
         assert not _tf_private.in_legacy_tpu_shard_context()
     assert (as_model_code, as_tf["count"]) == (8, None)
     assert tpu_function.get_tpu_context().number_of_shards is None
+
+
+def _accumulating_model_fn(features, labels, mode, params):
+    """google-research/tapas' gradient accumulation, reduced: the summed gradient is applied
+    by a custom optimizer's `assign` inside `tf.cond` on every 2nd step (`in_cond=True`), or
+    by the same assign masked outside any control flow (`in_cond=False`)."""
+    v1 = tf.compat.v1
+    w = v1.get_variable("w", initializer=np.eye(3, dtype=np.float32) * 0.5)
+    loss = tf.reduce_mean(tf.square(tf.matmul(features, w) - labels))
+    counter = v1.get_variable("counter", [], initializer=v1.zeros_initializer(),
+                              trainable=False)
+    grad = v1.tpu.cross_replica_sum(tf.gradients(loss, [w])[0])
+    with tf.control_dependencies([counter.assign_add(1.0)]):
+        due = tf.equal(tf.math.floormod(counter, 2.0), 0.0)
+        if params["in_cond"]:
+            apply = v1.cond(due, lambda: tf.group(w.assign_sub(0.1 * grad)), tf.no_op)
+        else:
+            apply = w.assign_sub(tf.cast(due, tf.float32) * 0.1 * grad)
+    gs = v1.train.get_global_step()
+    return TPUEstimatorSpec(mode, loss=loss, train_op=tf.group(apply, gs.assign_add(1)))
+
+
+def _accumulating_input_fn(params):
+    x = np.random.RandomState(0).rand(64, 3).astype(np.float32)
+    return tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch(params["batch_size"],
+                                                                     drop_remainder=True)
+
+
+def test_replica_assign_inside_cond_updates_like_the_tpu(tmp_path):
+    """On 8 replicas (use_tpu=True) a mirrored variable assigned inside `tf.cond` in
+    replica context: TensorFlow refuses the merge_call there; each TPU core assigned its own
+    copy. The weights equal those of the same update made outside control flow."""
+    results = {}
+    for in_cond in (True, False):
+        est = TPUEstimator(model_fn=_accumulating_model_fn, use_tpu=True, train_batch_size=16,
+                           params={"in_cond": in_cond},
+                           config=RunConfig(model_dir=str(tmp_path / str(in_cond)),
+                                            tpu_config=TPUConfig(iterations_per_loop=2)))
+        est.train(_accumulating_input_fn, max_steps=4)
+        results[in_cond] = (est.get_variable_value("w"), est.get_variable_value("counter"))
+    np.testing.assert_array_equal(results[True][0], results[False][0])
+    assert results[True][1] == results[False][1] == 4.0
+    assert not np.array_equal(results[True][0], np.eye(3) * 0.5)  # Two updates were applied.

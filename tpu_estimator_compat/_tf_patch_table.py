@@ -261,6 +261,18 @@ PATCHES: tuple[Patch, ...] = (
         build="tpu_estimator_compat.variables:variables_to_restore_by_name",
         signature="(self, moving_avg_variables=None)"),
     Patch(
+        name="variables.local_update_in_control_flow",
+        kind=SCOPED,
+        target="tensorflow.python.distribute.values._on_write_update_replica",
+        why="A replica-context assign to a mirrored variable (ONLY_FIRST_REPLICA) goes "
+            "through merge_call, which TensorFlow refuses inside a cond branch or while body "
+            "(tapas' gradient accumulation applies its custom optimizer under tf.cond). On a "
+            "TPU each core assigned its own copy there; inside a replica step's control flow "
+            "the replica's own component is updated instead. No public API updates one "
+            "component of a mirrored variable in replica context.",
+        build="tpu_estimator_compat.variables:local_update_in_control_flow",
+        signature="(var, update_fn, value, **kwargs)"),
+    Patch(
         name="cross_shard.number_of_shards",
         kind=SCOPED,
         target="tensorflow.python.tpu.tpu_function.TpuContext.number_of_shards",

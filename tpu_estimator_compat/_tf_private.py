@@ -473,3 +473,14 @@ def summary_ops_v2_module():
     from tensorflow.python.ops import summary_ops_v2  # pylint: disable=import-outside-toplevel
 
     return summary_ops_v2
+
+
+def own_component(variable):
+    """This replica's (or this device's) component of a mirrored variable.
+
+    `variables.local_update_in_control_flow` assigns it inside a replica step's cond branch
+    or while body, where the mirrored variable's own replica-context update would merge_call
+    (refused there). Distributed values expose the current device's component only privately
+    (tensorflow/python/distribute/values.py: DistributedValues._get_on_device_or_primary).
+    """
+    return variable._get_on_device_or_primary()  # pylint: disable=protected-access

@@ -442,6 +442,29 @@ def _refusing_partitioners(get_variable: Callable[..., Any]) -> Callable[..., An
     return checked
 
 
+def local_update_in_control_flow(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The replacement of patch `variables.local_update_in_control_flow`.
+
+    Variables this library makes are ONLY_FIRST_REPLICA (see `VariableRegistry._create`), so
+    a replica-context `assign` goes through merge_call and every copy gets replica 0's value.
+    Inside a cond branch or while body of a replica step (the default graph is not the
+    step's own graph) merge_call is refused; there the replica assigns its own component, as
+    each TPU core did. Replicas that apply the same (cross-replica summed) update, the TPU
+    contract, end with the same values either way.
+    """
+
+    def on_write_update_replica(var, update_fn, value, **kwargs):
+        replica_graph = getattr(_REPLICA_GRAPH, "graph", None)
+        if (replica_graph is not None
+                and var.aggregation == tf.VariableAggregation.ONLY_FIRST_REPLICA
+                and tf.distribute.in_cross_replica_context() is False
+                and _v1.get_default_graph() is not replica_graph):
+            return update_fn(_tf_private.own_component(var), value, **kwargs)
+        return original(var, update_fn, value, **kwargs)
+
+    return on_write_update_replica
+
+
 def ema_restore_by_name() -> contextlib.AbstractContextManager[Any]:
     """Inside: `ExponentialMovingAverage.variables_to_restore` works for eager variables."""
     return _tf_patches.applied("variables.ema_variables_to_restore")
@@ -530,6 +553,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
                 registry.creator_scope((entered or "").rstrip("/"), step_prefix=strip_prefix), \
                 replica_state.own_v1_stores(graph, _refusing_partitioners), _v1.variable_scope(root, auxiliary_name_scope=False), \
                 _tf_private.tf1_tensor_equality(), ema_restore_by_name(), \
+                _tf_patches.applied("variables.local_update_in_control_flow"), \
                 tf1_names.replica_scoped_collections(replica_root):
             for key in (_v1.GraphKeys.GLOBAL_STEP, _v1.GraphKeys.GLOBAL_VARIABLES):
                 ref = graph.get_collection_ref(key)
