@@ -64,3 +64,38 @@ def test_served_names_are_tensorflows_summary_ops():
         with writer.as_default(), served["always_record_summaries"]():
             op = served["scalar"]("x", 1.0, family="fam", step=0)
         assert op in contrib_summary.all_summary_ops()
+
+
+def implicit_step_host_call_model_fn(features, labels, mode, params):
+    """google-research/pegasus' host_call (`estimator_utils.add_scalars_to_summary`): a
+    contrib scalar without `step=`, so TF1's summary_ops_v2 read the graph's global step."""
+    tpu_estimator_compat.install_aliases()
+    summary = tf.compat.v1.contrib.summary
+    spec = models.linear_model_fn(features, labels, mode, params)
+    model_dir = params["model_dir"]
+
+    def host_call_fn(**kwargs):
+        writer = summary.create_file_writer(model_dir, max_queue=1000)
+        with writer.as_default(), summary.always_record_summaries():
+            for name, scalar in kwargs.items():
+                summary.scalar(name, tf.reduce_mean(scalar))
+            seen = v1.train.get_global_step()
+            summary.scalar("seen_step", tf.cast(seen, tf.float32))
+            return summary.all_summary_ops()
+
+    return TPUEstimatorSpec(spec.mode, loss=spec.loss, train_op=spec.train_op,
+                            host_call=(host_call_fn,
+                                       {"learning_rate": tf.reshape(tf.constant(0.5), [1])}))
+
+
+@pytest.mark.parametrize("use_tpu", [True, False])
+def test_contrib_scalar_without_step_writes_at_the_steps_starting_value(tmp_path, strategy,
+                                                                         use_tpu):
+    """Legacy's CPU path read the global step for a step-less contrib scalar in the step's
+    graph: records at 0, 1, ..., N-1 (recorded on TF 2.15 + tensorflow-estimator 2.15 with
+    iterations_per_loop=2 over 4 steps: 0, 1, 2, 3), as the explicit `step=gs[0]` idiom;
+    not the loop's end (2, 2, 4, 4)."""
+    found = train(tmp_path, strategy, implicit_step_host_call_model_fn, steps=6, ipl=3,
+                  use_tpu=use_tpu)
+    assert steps_of(found, "learning_rate") == [0, 1, 2, 3, 4, 5]
+    assert [(s, v) for s, t, v in found if t == "seen_step"] == [(s, float(s)) for s in range(6)]

@@ -75,6 +75,27 @@ def cached_writer(log_dir: str) -> Any:
     return writer
 
 
+@contextlib.contextmanager
+def _global_step_is(step: tf.Tensor) -> Iterator[None]:
+    """While `fn` is traced, the graph's global step is `step` (the step's starting value).
+
+    The function graph reads the outer graph's GLOBAL_STEP collection through a copy of its
+    own; replacing that copy changes nothing outside the trace. `tf.compat.v1.train.
+    get_global_step` accepts an integer scalar tensor there, as TF1 did.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    key = tf.compat.v1.GraphKeys.GLOBAL_STEP
+    previous = list(graph.get_collection(key))
+    graph.clear_collection(key)
+    graph.add_to_collection(key, step)
+    try:
+        yield
+    finally:
+        graph.clear_collection(key)
+        for item in previous:
+            graph.add_to_collection(key, item)
+
+
 class HostCallRunner:
     """Runs `host_call=(fn, tensors)` on the host with each outfed step's gathered tensors.
 
@@ -88,7 +109,11 @@ class HostCallRunner:
     thread); the traced function keeps that writer, and `close()` flushes it at the end of
     `train()`. `tf.summary.experimental.get_step()` is the global step passed to `run` while
     `fn` runs, so v2 summaries without `step=` (and v1 summaries under a default writer,
-    which TensorFlow forwards to v2) get legacy's step.
+    which TensorFlow forwards to v2) get legacy's step. So is the graph's global step
+    (`tf.compat.v1.train.get_global_step()`, `get_or_create_global_step()`) while `fn` is
+    traced: `tf.contrib.summary.scalar(name, x)` without `step=` (google-research/pegasus'
+    host_call) wrote at that read, which legacy's CPU path made in the step (0, 1, 2, ...),
+    not at the loop's end.
 
     v1 summary protos (`tf.compat.v1.summary.*` under no default writer) are written to
     `default_logdir` at that global step: those `fn` returns and those it only created
@@ -122,7 +147,8 @@ class HostCallRunner:
         previous_step = tf.summary.experimental.get_step()
         tf.summary.experimental.set_step(step)
         try:
-            result = self._call(tf.nest.pack_sequence_as(self._structure, flat))
+            with _global_step_is(step):
+                result = self._call(tf.nest.pack_sequence_as(self._structure, flat))
         finally:
             tf.summary.experimental.set_step(previous_step)
         protos = [t for t in tf.nest.flatten(result) if _is_summary_proto(t)]
