@@ -563,3 +563,66 @@ def test_cpu_path_metrics_read_after_the_last_update(tmp_path, spec_type):
             ious.append(np.sum((predictions == c) & (labels == c)) / union)
     np.testing.assert_allclose(results["iou"], np.mean(ious), rtol=1e-6)
     assert results["iou"].shape == ()
+
+
+def test_static_replicas_gives_metric_fn_the_concatenated_batch_axis():
+    """`static_replicas=N`: metric_fn sees axis 0 as N times each spec's, as legacy TPU's
+    metric_fn saw N cores' fixed-shape outfeeds concatenated; other row counts are refused."""
+    seen = []
+
+    def metric_fn(x):
+        seen.append(x.shape.as_list())
+        return {"n": tf.compat.v1.metrics.mean(tf.size(x, out_type=tf.float32))}
+
+    with HostMetrics(metric_fn, [0], [tf.TensorSpec([3, 2], tf.float32)],
+                     static_replicas=2) as host:
+        assert seen == [[6, 2]]
+        assert _run(host, [[np.ones((6, 2), np.float32)]] * 2) == {"n": np.float32(12.0)}
+        with pytest.raises(ValueError, match=r"has 4 rows, .* batches of 6 .*drop_remainder"):
+            host.update([np.ones((4, 2), np.float32)])
+
+
+def _static_shape_model_fn(features, labels, mode, params):
+    """tensorflow/tpu unet3d's metric_fn: `[batch, -1]` tensors reshaped back with a -1, then
+    `tf.size(x, out_type=tf.float32)`, which needs the fully defined shape legacy TPU gave."""
+    v1 = tf.compat.v1
+    logits = v1.layers.dense(features, 2)
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    if mode == "train":
+        return TPUEstimatorSpec(mode, loss=loss, train_op=v1.train.GradientDescentOptimizer(
+                0.5).minimize(loss, v1.train.get_global_step()))
+
+    def metric_fn(labels_r2):
+        labels_back = tf.reshape(labels_r2, [2, -1])
+        size = tf.size(labels_back, out_type=tf.float32)
+        return {"size": v1.metrics.mean(size),
+                "positives": v1.metrics.mean(tf.reduce_sum(tf.cast(labels_back, tf.float32)))}
+
+    return TPUEstimatorSpec(mode, loss=loss,
+                            eval_metrics=(metric_fn, [tf.reshape(labels, [1, -1])]))
+
+
+def _static_input_fn(params, rows=16, drop_remainder=True):
+    x = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4) / 64.0
+    y = (np.arange(rows) % 3 == 0).astype(np.int32)
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(params["batch_size"],
+                                                            drop_remainder=drop_remainder)
+
+
+def test_tpu_metric_fn_needing_a_static_batch_axis_gets_legacys(tmp_path):
+    """use_tpu=True on 8 replicas: the per-replica `[1, batch]` tensors arrive as `[8, 1]`
+    with a static axis 0, so metric_fn's `-1` reshape and float `tf.size` work as on legacy
+    TPU; results are the per-step values over every replica's rows."""
+    est = TPUEstimator(model_fn=_static_shape_model_fn, use_tpu=True, train_batch_size=8,
+                       eval_batch_size=8,
+                       config=RunConfig(model_dir=str(tmp_path),
+                                        tpu_config=TPUConfig(iterations_per_loop=2)))
+    est.train(lambda params: _static_input_fn(params).repeat(), max_steps=2)
+    results = est.evaluate(_static_input_fn)
+    # Two steps of 8 rows; labels 1 at rows 0, 3, 6 (step 1) and 9, 12, 15 (step 2).
+    assert results["size"] == np.float32(8.0)
+    assert results["positives"] == np.float32(3.0)
+    assert results["global_step"] == 2
+    # A partial last batch (20 rows, no drop_remainder) cannot feed that axis: named error.
+    with pytest.raises(ValueError, match="drop_remainder=True"):
+        est.evaluate(lambda params: _static_input_fn(params, 20, drop_remainder=False))

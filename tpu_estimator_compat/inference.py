@@ -131,9 +131,8 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
         if record.metric_fn is not None:
             # Built on every worker, so that all of them take the same decision below.
             try:
-                host_metrics = metrics_lib.HostMetrics(
-                    record.metric_fn, record.metric_structure,
-                    inference.trace(iterator)["metrics"])
+                host_metrics = _host_metrics(record, inference.trace(iterator)["metrics"],
+                                             runtime.strategy.num_replicas_in_sync)
             except metrics_lib.ModelFnObjectsError as e:
                 # On real TPU legacy ran metric_fn on the host in the TPU computation's graph,
                 # where model_fn's host-side objects were reachable: build it in the step.
@@ -284,6 +283,36 @@ def _initial_values(session: InferenceSession) -> list[Any]:
 
 # Steps whose metric updates go to the background thread at once (see `evaluate`).
 _UPDATES_PER_HANDOVER = 16
+
+
+def _host_metrics(record: Any, specs: Any, replicas: int) -> metrics_lib.HostMetrics:
+    """metric_fn on the host; with a static batch axis if it cannot take an unknown one.
+
+    Legacy TPU concatenated fixed-shape outfeeds, so metric_fn saw axis 0 as the global
+    batch: tensorflow/tpu unet3d reshapes `[batch, -1]` tensors back with a `-1` and calls
+    `tf.size(x, out_type=tf.float32)`, which only a fully defined shape allows. The unknown
+    axis is tried first (it also takes a padded last batch's real rows); when metric_fn
+    fails on it and every replica's axis 0 is static, it is built again with the gathered
+    size (each replica's axis 0 times replicas), legacy's shape.
+    """
+    try:
+        return metrics_lib.HostMetrics(record.metric_fn, record.metric_structure, specs)
+    except metrics_lib.ModelFnObjectsError:
+        raise
+    except (TypeError, ValueError) as e:
+        if any(not spec.shape.rank or spec.shape[0] is None for spec in tf.nest.flatten(specs)):
+            raise
+        try:
+            host_metrics = metrics_lib.HostMetrics(record.metric_fn, record.metric_structure,
+                                                   specs, static_replicas=replicas)
+        except metrics_lib.ModelFnObjectsError:
+            raise
+        except Exception:  # The static axis does not help: report the first failure.
+            raise e from None
+        logging.info("metric_fn needs a static batch axis (%s); it is built for the "
+                     "batches of %d replica(s) concatenated, as legacy TPU's outfeed gave "
+                     "them", str(e).splitlines()[0], replicas)
+        return host_metrics
 
 
 def _check_unpadded(structure: Any, per_example: Sequence[bool], mask: Any) -> None:

@@ -75,7 +75,8 @@ class HostMetrics:
         names: The metric names, sorted (legacy sorted them to keep the graph stable).
     """
 
-    def __init__(self, metric_fn: Callable[..., Any], structure: Any, specs: Any) -> None:
+    def __init__(self, metric_fn: Callable[..., Any], structure: Any, specs: Any, *,
+                 static_replicas: int | None = None) -> None:
         """Builds the metric graph and session.
 
         Args:
@@ -87,6 +88,11 @@ class HostMetrics:
             specs: A nest matching `structure` of `tf.TensorSpec`s with the full tensor
                 shape, axis 0 being the batch axis (its size is ignored), e.g.
                 `tf.nest.map_structure(tf.TensorSpec.from_tensor, structure)`.
+            static_replicas: None (default): metric_fn sees axis 0 as unknown, so any
+                number of rows may be fed (a padded last batch's real rows). An int N:
+                metric_fn sees axis 0 as N times the spec's (static) axis 0, as legacy
+                TPU's metric_fn saw the concatenated outfeed of N cores' fixed-shape
+                batches; every fed batch must then have that many rows.
 
         Raises:
             ValueError: If `structure` is not a list/tuple/dict, `specs` does not match it,
@@ -127,7 +133,9 @@ class HostMetrics:
                             "leading batch axis, e.g. tf.reshape(x, [1]).".format(
                                     spec, "".join("[{!r}]".format(p) for p in path)))
                 if shape.rank is not None:
-                    shape = tf.TensorShape([None]).concatenate(shape[1:])
+                    rows = (None if static_replicas is None or shape[0] is None
+                            else shape[0] * static_replicas)
+                    shape = tf.TensorShape([rows]).concatenate(shape[1:])
                 dtype = tf.as_dtype(spec.dtype)
                 placeholders.append(tf.compat.v1.placeholder(
                         dtype, shape, name=_placeholder_name(path)))
@@ -221,6 +229,14 @@ class HostMetrics:
                             "gathered values of the eval_metrics tensor unchanged.".format(
                                     _path_str(path), array.dtype, dtype))
                 array = array.astype(dtype)
+            if (shape is not None and array.ndim == len(shape) and shape[0] is not None
+                    and array.ndim and array.shape[0] != shape[0]):
+                raise ValueError(
+                        "`batch`{} has {} rows, but metric_fn was built for batches of {} "
+                        "(it needed a static batch axis, as legacy TPU gave it: full batches "
+                        "only). Give full batches (`batch(..., drop_remainder=True)`, as "
+                        "legacy TPU evaluation required) or evaluate a number of steps the "
+                        "input fills.".format(_path_str(path), array.shape[0], shape[0]))
             if shape is not None and (array.ndim != len(shape) or any(
                     d is not None and d != a for d, a in zip(shape, array.shape))):
                 raise ValueError(
