@@ -99,3 +99,46 @@ def test_contrib_scalar_without_step_writes_at_the_steps_starting_value(tmp_path
                   use_tpu=use_tpu)
     assert steps_of(found, "learning_rate") == [0, 1, 2, 3, 4, 5]
     assert [(s, v) for s, t, v in found if t == "seen_step"] == [(s, float(s)) for s in range(6)]
+
+
+def accumulating_host_call_model_fn(features, labels, mode, params):
+    """pegasus' step-less host_call on tapas' gradient accumulation: the update and the
+    global step's increment run on every second step only (inside a `tf.cond`)."""
+    tpu_estimator_compat.install_aliases()
+    summary = tf.compat.v1.contrib.summary
+    w = v1.get_variable("w", [64, 10], initializer=v1.zeros_initializer())
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, tf.matmul(features, w))
+    step = v1.train.get_global_step()
+    counter = v1.get_variable("counter", [], initializer=v1.zeros_initializer(),
+                              trainable=False)
+    grads = v1.train.GradientDescentOptimizer(0.5).compute_gradients(loss)
+    with tf.control_dependencies([counter.assign_add(1.0)]):
+        train_op = tf.cond(tf.equal(tf.math.floormod(counter, 2.0), 0.0),
+                           lambda: tf.group(*[v.assign_sub(0.5 * g) for g, v in grads],
+                                            step.assign_add(1)),
+                           tf.no_op)
+    model_dir = params["model_dir"]
+
+    def host_call_fn(loss):
+        with summary.create_file_writer(model_dir).as_default(), \
+                summary.always_record_summaries():
+            summary.scalar("host_loss", tf.reduce_mean(loss))
+            return summary.all_summary_ops()
+
+    return TPUEstimatorSpec(mode, loss=loss, train_op=train_op,
+                            host_call=(host_call_fn, [tf.reshape(loss, [1])]))
+
+
+@pytest.mark.parametrize("use_tpu", [True, False])
+def test_summaries_follow_a_global_step_that_advances_every_other_step(tmp_path, strategy,
+                                                                       use_tpu):
+    """Each step's summaries are placed at the global step it started from, read in the
+    step, not derived from the loop's end as if every step advanced it by one (tapas'
+    `--gradient_accumulation_steps=2`: the shim wrote its first `loss` at step -2)."""
+    found = train(tmp_path, strategy, accumulating_host_call_model_fn, steps=3, ipl=3,
+                  use_tpu=use_tpu, save_summary_steps=1)
+    # Six steps ran for three global steps: each starting value twice.
+    assert steps_of(found, "host_loss") == [0, 0, 1, 1, 2, 2]
+    if not use_tpu:  # Legacy's CPU path: one summary per step (goldens: summary_schedules).
+        assert steps_of(found, "loss") == [0, 1, 1, 2, 2, 3]
+    assert min(steps_of(found, "loss")) >= 0

@@ -306,6 +306,9 @@ class _Policy:
     def should_save(self, step: int) -> bool:
         return False
 
+    def steps_until_due(self, step: int) -> int | None:
+        return None
+
     def save(self, step: int) -> str:
         self.saved.append(step)
         return ""
@@ -353,3 +356,42 @@ def test_driver_stops_at_end_of_input_and_raises_on_nan_loss():
                                   stop_on_nan_loss=True)
     with pytest.raises(loop_lib.NanLossError, match="global step 12"):
         driver.run(target_step=20, iterations_per_loop=3)
+
+
+@dataclasses.dataclass
+class _DuePolicy(_Policy):
+    every: int = 2
+
+    def steps_until_due(self, step: int) -> int | None:
+        last = self.saved[-1] if self.saved else 0
+        return max(1, last + self.every - step)
+
+    def should_save(self, step: int) -> bool:
+        last = self.saved[-1] if self.saved else 0
+        return step >= last + self.every
+
+
+def test_driver_ends_loops_where_the_policy_says_a_save_falls_due():
+    """A loop never runs past a due save; a loop whose steps did not all advance the global
+    step (gradient accumulation) ends short of it, and the next runs the rest."""
+    run, calls = _fake_run([
+        loop_lib.LoopResult(2, np.ones(2, np.float32), global_step=1,
+                            step_starts=np.array([0, 0])),
+        loop_lib.LoopResult(1, np.ones(1, np.float32), global_step=2,
+                            step_starts=np.array([1])),
+        loop_lib.LoopResult(2, np.ones(2, np.float32), global_step=4),
+        loop_lib.LoopResult(1, np.ones(1, np.float32), global_step=5)])
+    policy = _DuePolicy()
+    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: 0, checkpoint=policy)
+    assert driver.run(target_step=5, iterations_per_loop=5) == 5
+    assert calls == [2, 1, 2, 1]
+    assert policy.saved == [2, 4]
+
+
+def test_loop_result_starts_and_nan_step_follow_the_reported_global_steps():
+    reported = loop_lib.LoopResult(3, np.array([1.0, 1.0, np.nan], np.float32),
+                                   global_step=2, step_starts=np.array([0, 1, 1]))
+    assert list(reported.starts(2)) == [0, 1, 1]
+    assert loop_lib.first_nan_loss(2, reported.losses, reported.starts(2)).step == 2
+    assumed = loop_lib.LoopResult(3, np.ones(3, np.float32), global_step=13)
+    assert list(assumed.starts(13)) == [10, 11, 12]

@@ -110,3 +110,22 @@ def test_chief_decision_is_every_workers():
     policy = SavePolicy(Writer(), save_steps=1, save_secs=None, agree=chief_says_no)
     policy.begin(0)
     assert not policy.should_save(5) and asked == [True]
+
+
+def test_per_step_policy_ends_loops_where_a_save_falls_due():
+    """Legacy's CPU path asked its saver hook after every step: with save_steps=2 and
+    iterations_per_loop=5 it saved at 2, 4, 6, ...; the driver ends loops there."""
+    writer = Writer()
+    policy = SavePolicy(writer, save_steps=2, save_secs=None, clock=FakeClock(), per_step=True)
+    assert policy.steps_until_due(0) is None  # Nothing saved yet: begin() saves first.
+    policy.begin(0)
+    assert policy.steps_until_due(0) == 2
+    assert policy.steps_until_due(1) == 1  # A loop that advanced the step by one only.
+    policy.save(2)
+    assert policy.steps_until_due(2) == 2
+    assert policy.steps_until_due(7) == 1  # Overdue (a step that advanced by more).
+    # Between loops only: on TPU (steps_per_run=iterations_per_loop), or by time.
+    assert SavePolicy(Writer(), save_steps=2, save_secs=None).steps_until_due(0) is None
+    by_time = SavePolicy(Writer(), save_steps=None, save_secs=5, per_step=True)
+    by_time.begin(0)
+    assert by_time.steps_until_due(0) is None

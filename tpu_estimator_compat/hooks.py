@@ -385,12 +385,15 @@ class HookRunner:
                                   for name in self._fetched))
 
     def after_loop(self, step: int, losses: np.ndarray,
-                   tensors: Sequence[np.ndarray] = (), *, steps_run: int | None = None) -> bool:
+                   tensors: Sequence[np.ndarray] = (), *, steps_run: int | None = None,
+                   starts: np.ndarray | None = None) -> bool:
         """Runs after_run and the reshaped hooks; returns True to request a stop.
 
         `tensors[j][k]`: the j-th fetched model_fn tensor at the loop's k-th step.
         `steps_run` (default: one per loss): on legacy's CPU path a `session.run` that hit
         the end of input raised before any hook's after_run, so none runs for a loop of 0.
+        `starts[k]`: the global step the loop's k-th step started from (default: one step
+        per step).
         """
         steps_run = len(losses) if steps_run is None else steps_run
         if self._own_logging and not steps_run:
@@ -404,7 +407,7 @@ class HookRunner:
         stop = False
         for hook in self._hooks:
             if isinstance(hook, _train.NanTensorHook):
-                error = loop_lib.first_nan_loss(step, losses)
+                error = loop_lib.first_nan_loss(step, losses, starts)
                 if error is not None:
                     if _tf_private.nan_hook_fails(hook):
                         raise error
@@ -415,7 +418,8 @@ class HookRunner:
         if self._own_logging and self._training and len(losses):
             # Legacy's CPU path fetched the global step in the step's own session.run, which
             # read it before the step's increment (recorded: 0, 1, 2, ... for steps 1, 2, 3).
-            self._values["global_step"] = np.int64(step - 1)
+            self._values["global_step"] = np.int64(
+                starts[-1] if starts is not None and len(starts) else step - 1)
         if not self._contexts:
             self._values["global_step"] = np.int64(step)
             return stop

@@ -48,10 +48,24 @@ class LoopResult:
     hook_tensors: list[np.ndarray] = dataclasses.field(default_factory=list)
     # hook_tensors[j][k]: the j-th tensor SessionRunHooks fetched, at the loop's k-th step
     # (replica 0's value).
+    step_starts: np.ndarray | None = None
+    # step_starts[k]: the global step the loop's k-th step started from (the value its
+    # model_fn read), when the loop reports it.
 
     @property
     def last_loss(self) -> float | None:
         return float(self.losses[-1]) if self.steps_run else None
+
+    def starts(self, end: int) -> np.ndarray:
+        """The global step each step of this loop started from; the loop ended at `end`.
+
+        Without reported values, each step is assumed to have advanced the global step by
+        one. A model_fn that does not (gradient accumulation increments it on every k-th
+        step only) is why the loop reports them.
+        """
+        if self.step_starts is not None and len(self.step_starts) == self.steps_run:
+            return self.step_starts
+        return np.arange(end - self.steps_run, end, dtype=np.int64)
 
 
 def make_multi_step_train_fn(
@@ -67,8 +81,9 @@ def make_multi_step_train_fn(
 
     The function stops early when the iterator is exhausted (legacy Estimator ended
     training cleanly at the end of input) and returns (steps_run, per-step losses, host_call
-    tensors, global step), each loss the mean over replicas of the replica losses, i.e. the
-    global-batch loss. With `host_call_specs`, the step's host_call tensors are gathered from
+    tensors, global step, hook tensors, step starts), each loss the mean over replicas of
+    the replica losses, i.e. the global-batch loss; when `train_step` returns the global step
+    it started from (`step`), every step's value comes back too. With `host_call_specs`, the step's host_call tensors are gathered from
     every replica on the loop steps i with i % host_call_every_n == 0, as legacy's outfeed
     did. With `global_step`, its value after the last step comes back with the losses, so
     the host needs no separate read per loop. With `hook_tensor_dtypes`, the step's
@@ -96,11 +111,13 @@ def make_multi_step_train_fn(
                                               inputs_lib.split_element(fixed.spec))
 
     def run_one(i: tf.Tensor, outfed: tf.Tensor, losses: tf.TensorArray,
-                calls: list[tf.TensorArray], fetched: list[tf.TensorArray],
-                element: Any) -> tuple:
+                starts: tf.TensorArray, calls: list[tf.TensorArray],
+                fetched: list[tf.TensorArray], element: Any) -> tuple:
         features, labels = inputs_lib.split_element(element)
         out = strategy.run(replica_fn, args=(features, labels))
         loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, out["loss"], axis=None)
+        start = (tf.cast(strategy.experimental_local_results(out["step"])[0], tf.int64)
+                 if "step" in out else tf.constant(-1, tf.int64))
         if specs:
             leaves = [gather_replicas(strategy, leaf)
                       for leaf in tf.nest.flatten(out["host_call"])]
@@ -112,44 +129,50 @@ def make_multi_step_train_fn(
         if fetch_dtypes:
             fetched = [ta.write(i, strategy.experimental_local_results(value)[0])
                        for ta, value in zip(fetched, out["hook_tensors"])]
-        return tf.constant(True), i + 1, outfed, losses.write(i, loss), calls, fetched
+        return (tf.constant(True), i + 1, outfed, losses.write(i, loss), starts.write(i, start),
+                calls, fetched)
 
     # Written as an explicit while_loop, not AutoGraph: converting this function from source
     # cost ~0.3 s of CPU in every fresh process (most of the MLP's time to first step).
     @tf.function(autograph=False)
     def run_steps(iterator: Any, n: tf.Tensor) -> Any:
         losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[])
+        starts = tf.TensorArray(tf.int64, size=0, dynamic_size=True, element_shape=[])
         calls = [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
                  for s in specs]
         fetched = [tf.TensorArray(d, size=0, dynamic_size=True, infer_shape=False)
                    for d in fetch_dtypes]
 
         def body(more: tf.Tensor, i: tf.Tensor, outfed: tf.Tensor, losses: tf.TensorArray,
-                 calls: list[tf.TensorArray], fetched: list[tf.TensorArray]) -> tuple:
+                 starts: tf.TensorArray, calls: list[tf.TensorArray],
+                 fetched: list[tf.TensorArray]) -> tuple:
             if endless:
-                return run_one(i, outfed, losses, calls, fetched, iterator.get_next())
+                return run_one(i, outfed, losses, starts, calls, fetched, iterator.get_next())
             optional = iterator.get_next_as_optional()
-            stop = lambda: (tf.constant(False), i, outfed, losses, calls, fetched)  # noqa: E731
+            stop = lambda: (tf.constant(False), i, outfed, losses, starts, calls,  # noqa: E731
+                            fetched)
 
             def has_value() -> tuple:
                 element = optional.get_value()
-                run = lambda: run_one(i, outfed, losses, calls, fetched, element)  # noqa: E731
+                run = lambda: run_one(i, outfed, losses, starts, calls, fetched,  # noqa: E731
+                                      element)
                 if fixed is not None:
                     run = fixed.guard(element, run, stop)
                 return run()
 
             return tf.cond(optional.has_value(), has_value, stop)
 
-        _, steps, outfed, losses, calls, fetched = tf.while_loop(
+        _, steps, outfed, losses, starts, calls, fetched = tf.while_loop(
             lambda more, i, *_: tf.logical_and(more, i < n), body,
             (tf.constant(True), tf.constant(0, tf.int32), tf.constant(0, tf.int32), losses,
-             calls, fetched))
+             starts, calls, fetched))
         step = (global_step.read_value() if global_step is not None
                 else tf.constant(-1, tf.int64))
         return (steps, stack_steps(losses, steps, tf.TensorShape([])),
                 [stack_steps(ta, outfed, s.shape) for ta, s in zip(calls, specs)],
                 tf.cast(step, tf.int64),
-                [stack_steps(ta, steps, tf.TensorShape(None)) for ta in fetched])
+                [stack_steps(ta, steps, tf.TensorShape(None)) for ta in fetched],
+                stack_steps(starts, steps, tf.TensorShape([])))
 
     return TrainLoop(run_steps)
 
@@ -242,17 +265,24 @@ class NanLossError(tf.compat.v1.train.NanLossDuringTrainingError):
                 "trains on.)")
 
 
-def first_nan_loss(step: int, losses: np.ndarray) -> NanLossError | None:
-    """The error for the first NaN/Inf loss of the loop that ended at global step `step`."""
+def first_nan_loss(step: int, losses: np.ndarray,
+                   starts: np.ndarray | None = None) -> NanLossError | None:
+    """The error for the first NaN/Inf loss of the loop that ended at global step `step`.
+
+    `starts`: the global step each step started from (default: one step per step).
+    """
     bad = np.flatnonzero(~np.isfinite(losses))
     if not bad.size:
         return None
-    return NanLossError(step - len(losses) + 1 + int(bad[0]), float(losses[bad[0]]))
+    first = int(bad[0])
+    at = (int(starts[first]) + 1 if starts is not None and len(starts) == len(losses)
+          else step - len(losses) + 1 + first)
+    return NanLossError(at, float(losses[first]))
 
 
-def _raise_on_nan_loss(step: int, losses: np.ndarray) -> None:
+def _raise_on_nan_loss(step: int, result: LoopResult) -> None:
     """Raises before anything is saved when a step of the loop that ended at `step` diverged."""
-    error = first_nan_loss(step, losses)
+    error = first_nan_loss(step, result.losses, result.starts(step))
     if error is not None:
         raise error
 
@@ -274,12 +304,14 @@ class TrainLoop:
         return self._run_steps.function
 
     def __call__(self, iterator: Any, n: int) -> LoopResult:
-        steps, losses, calls, step, fetched = self._run_steps(iterator, n)
+        steps, losses, calls, step, fetched, starts = self._run_steps(iterator, n)
         arrays = [c.numpy() for c in calls]
         per_step = [[a[k] for a in arrays] for k in range(len(arrays[0]))] if arrays else []
         step = int(step)
+        starts = starts.numpy()
         return LoopResult(int(steps), losses.numpy(), per_step, step if step >= 0 else None,
-                          [f.numpy() for f in fetched])
+                          [f.numpy() for f in fetched],
+                          starts if len(starts) and starts[0] >= 0 else None)
 
 
 class Dispatch:
@@ -341,6 +373,9 @@ class CheckpointPolicy(Protocol):
 
     def save(self, step: int) -> str: ...
 
+    def steps_until_due(self, step: int) -> int | None:
+        """Steps the next loop may run before a save falls due inside it (None: any)."""
+
 
 class LoopListener(Protocol):
     """Called by the driver at loop granularity; hooks and progress reporting plug in here.
@@ -378,6 +413,9 @@ class TrainDriver:
         self._target = target_step if target_step < 2**61 else None
         while step < target_step:
             n = min(target_step - step, iterations_per_loop)
+            until_save = self.checkpoint.steps_until_due(step)
+            if until_save is not None:
+                n = max(1, min(n, until_save))
             for listener in self.listeners:
                 before = getattr(listener, "before_loop", None)
                 if before is not None:
@@ -388,7 +426,7 @@ class TrainDriver:
             step = result.global_step if result.global_step is not None else self.read_step()
             self._report(step, result, seconds)
             if self.stop_on_nan_loss:
-                _raise_on_nan_loss(step, result.losses)
+                _raise_on_nan_loss(step, result)
             if self.checkpoint.should_save(step):
                 self.checkpoint.save(step)
             stop = [listener.after_loop(step, result, seconds) for listener in self.listeners]

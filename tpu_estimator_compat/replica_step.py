@@ -123,13 +123,15 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
                     record: "TraceRecord",
                     emit_host_call: bool = False,
                     hook_tensor_names: tuple[str, ...] = ()) -> Callable[[Any, Any], dict[str, Any]]:
-    """Returns `step(features, labels) -> {loss[, host_call][, hook_tensors]}` for TRAIN.
+    """Returns `step(features, labels) -> {loss, step[, host_call][, hook_tensors]}` for TRAIN.
 
     The returned tensors run after the spec's `train_op`, so reading them means the update
     ran. The trace records `host_call` and `scaffold_fn` in `record`; with `emit_host_call`
     the host_call tensors are returned too, for the host to gather. Within model_fn every
     read of the global step sees the step's starting value (`global_step_reads`), so
-    host_call tensors carry the step legacy logged (0 for the first step).
+    host_call tensors carry the step legacy logged (0 for the first step). `step` is that
+    starting value: the host places each step's summaries by it, since a model_fn need not
+    advance the global step by one per step (gradient accumulation).
 
     `hook_tensor_names` are names of model_fn tensors that SessionRunHooks fetch (legacy's
     CPU path let `before_run` fetch any graph tensor); each replica returns its own copy of
@@ -141,7 +143,7 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
         with variables_lib.replica_scope(registry, global_step):
             # Global-step reads (host_call's `tf.reshape(get_global_step(), [1])`) see the
             # step's starting value, as in legacy's graph, wherever model_fn wrote them.
-            with global_step_reads.step_start_reads(global_step):
+            with global_step_reads.step_start_reads(global_step) as start:
                 spec = caller(features, labels, ModeKeys.TRAIN, batch_size)
             record.loss_name_taken |= _root_name_taken(LOSS_SUMMARY_NAME)
             if spec.loss is None:
@@ -156,7 +158,8 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
             record.observe_graph(spec)
             _warn_dropped_summaries()
             with tf.control_dependencies([spec.train_op]):
-                outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
+                outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss),
+                                           "step": tf.identity(start)}
                 if emit_host_call and record.host_call is not None:
                     outputs["host_call"] = tf.nest.map_structure(
                         tf.identity, record.host_call_tensors(spec))

@@ -5,7 +5,10 @@ then whenever `save_steps` global steps or `save_secs` seconds have passed since
 (`SecondOrStepTimer.should_trigger_for_step`), never twice for one step, and once at the end
 unless the final step was just saved. Like the hook under TPUEstimator
 (`steps_per_run=iterations_per_loop`) it is only asked between host loops, so saves land on
-loop boundaries. As RunConfig, `save_steps` and `save_secs` are exclusive; with both None or 0
+loop boundaries. On legacy's CPU path (`use_tpu=False`) the hook was asked after every step,
+so a step-based save fell on the first step at or past its due step whatever
+`iterations_per_loop` said; with `per_step` the policy tells the driver to end a loop there
+(`steps_until_due`). Time-based saves are still checked between loops only. As RunConfig, `save_steps` and `save_secs` are exclusive; with both None or 0
 nothing is written, not even at the start or end (legacy Estimator added no saver hook then).
 Saving listeners hear `begin`, `before_save`, `after_save` (True stops training) and `end`.
 
@@ -37,7 +40,8 @@ class SavePolicy:
     def __init__(self, writer: Writer, *, save_steps: int | None, save_secs: float | None,
                  listeners: Iterable[Any] = (),
                  agree: Callable[[bool], bool] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 per_step: bool = False) -> None:
         """Configures the policy.
 
         Args:
@@ -47,6 +51,8 @@ class SavePolicy:
             listeners: `CheckpointSaverListener`s (the chief's only, on a cluster).
             agree: On several workers, maps this worker's decision to the chief's.
             clock: Seconds from an arbitrary origin.
+            per_step: Step-based saves fall due on a step, not a loop end (legacy's CPU
+                path): loops end where a save is due.
 
         Raises:
             ValueError: both given, or a negative value.
@@ -69,6 +75,7 @@ class SavePolicy:
         self._listeners = list(listeners)
         self._agree = agree
         self._clock = clock
+        self._per_step = per_step
         self._last_step: int | None = None
         self._last_time: float | None = None
         self.stop_requested = False
@@ -96,6 +103,17 @@ class SavePolicy:
         if self._save_secs is not None and self._clock() >= self._last_time + self._save_secs:
             return True
         return self._save_steps is not None and step >= self._last_step + self._save_steps
+
+    def steps_until_due(self, step: int) -> int | None:
+        """With `per_step`, the steps from `step` until a step-based save is due, else None.
+
+        Counted in global steps: a loop cut there never runs past the due step, even when
+        the global step advances on some steps only (gradient accumulation); it may end
+        short of it, and the next loop runs the rest.
+        """
+        if not self._per_step or self._save_steps is None or self._last_step is None:
+            return None
+        return max(1, self._last_step + self._save_steps - step)
 
     def should_save(self, step: int) -> bool:
         """Whether the checkpoint of `step` is due; on a cluster, whether the chief says so."""

@@ -528,16 +528,23 @@ class TrainSummaries:
                             else None)
         self._write_events = _events_writer(model_dir) if model_dir is not None else None
 
-    def after_loop(self, step: int, losses: Any, end_time: float, seconds: float) -> None:
-        """Writes the summaries due at the steps of the loop that ended at `step`."""
+    def after_loop(self, step: int, losses: Any, end_time: float, seconds: float,
+                   starts: Any = None) -> None:
+        """Writes the summaries due at the steps of the loop that ended at `step`.
+
+        `starts[k]`: the global step the loop's k-th step started from (default: one step per
+        step; a model_fn may advance it on some steps only).
+        """
         if self._writer is None or not len(losses):
             return
+        if starts is None or len(starts) != len(losses):
+            starts = np.arange(step - len(losses), step, dtype=np.int64)
         # One event per legacy add_summary call: (step, [(tag, simple_value), ...]).
         events: list[tuple[int, list[tuple[str, float]]]] = []
-        for start, end, loss, _ in self._runs(step, losses, end_time, seconds,
+        for start, end, loss, _ in self._runs(step, losses, starts, end_time, seconds,
                                               self._rules.loss_steps_per_run):
             events += self._loss_after_run(start, end, loss)
-        for start, end, _, when in self._runs(step, losses, end_time, seconds,
+        for start, end, _, when in self._runs(step, losses, starts, end_time, seconds,
                                               self._rules.steps_per_run):
             events += self._rate_after_run(start, end, when)
         events.sort(key=lambda event: event[0])  # Stable: at one step the loss comes first.
@@ -555,16 +562,18 @@ class TrainSummaries:
             self._writer.flush()
 
     @staticmethod
-    def _runs(step: int, losses: Any, end_time: float, seconds: float,
+    def _runs(step: int, losses: Any, starts: Any, end_time: float, seconds: float,
               steps_per_run: int) -> list[tuple[int, int, float, float]]:
         """[(starting step, final step, loss, end time)] of the legacy runs in this loop.
 
-        A legacy TPU run reported the loss of its loop's last step.
+        A legacy TPU run reported the loss of its loop's last step. A step ends at the global
+        step the next one started from.
         """
         count = len(losses)
         if steps_per_run != 1:
-            return [(step - count, step, float(losses[-1]), end_time)]
-        return [(step - count + i, step - count + i + 1, float(losses[i]),
+            return [(int(starts[0]), step, float(losses[-1]), end_time)]
+        ends = [int(s) for s in starts[1:]] + [step]
+        return [(int(starts[i]), ends[i], float(losses[i]),
                  end_time - seconds + seconds * (i + 1) / count) for i in range(count)]
 
     def _loss_after_run(self, start: int, end: int,

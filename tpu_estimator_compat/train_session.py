@@ -194,7 +194,8 @@ class TrainSession:
         return save_policy_lib.SavePolicy(
             writer, save_steps=save_steps, save_secs=save_secs,
             listeners=listeners if chief else [],
-            agree=cluster_lib.chief_decides(runtime.strategy))
+            agree=cluster_lib.chief_decides(runtime.strategy),
+            per_step=not settings.use_tpu)
 
     def _train_reporting(self, record: replica_step.TraceRecord,
                          chief: bool) -> "_TrainReporting":
@@ -296,7 +297,8 @@ class _HookListener:
 
     def after_loop(self, step: int, result: loop_lib.LoopResult, seconds: float) -> bool:
         del seconds
-        return self._runner.after_loop(step, result.losses, result.hook_tensors)
+        return self._runner.after_loop(step, result.losses, result.hook_tensors,
+                                       starts=result.starts(step))
 
     def close(self) -> None:
         pass
@@ -316,11 +318,11 @@ class _TrainReporting:
         self._every_n = every_n
 
     def after_loop(self, step: int, result: loop_lib.LoopResult, seconds: float) -> None:
+        starts = result.starts(step)
         if self._host_call is not None:
-            start = step - result.steps_run
             for k, values in enumerate(result.host_calls):
-                self._host_call.run(values, start + k * self._every_n)
-        self._summaries.after_loop(step, result.losses, time.monotonic(), seconds)
+                self._host_call.run(values, int(starts[k * self._every_n]))
+        self._summaries.after_loop(step, result.losses, time.monotonic(), seconds, starts)
 
     def close(self) -> None:
         self._summaries.close()
