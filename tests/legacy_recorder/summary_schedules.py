@@ -18,8 +18,8 @@ is a few kB.
 
 Legacy's summary hook fetched the global step in the step's own `session.run`, unordered
 against the optimizer's increment: for this tiny model the increment sometimes won the race,
-and the hook then saw the step's end value and shifted its schedule (one run in four to
-eight, e.g. `loss` at 1, 4, 7, 9 instead of 1, 4, 7, 10). So every scenario is trained
+and the hook then saw the step's end value and shifted its schedule (recorded: 1 to 3
+runs in 10 of some scenarios, e.g. `loss` at 1, 4, 7, 9 instead of 1, 4, 7, 10). So every scenario is trained
 `RUNS` times; the golden keeps each distinct outcome with its count, and `.`/`checkpoints`
 of the most frequent one, the outcome without the race. (host_call tags, whose own read
 raced on every step, are left out of the outcomes.)
