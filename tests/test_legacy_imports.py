@@ -53,6 +53,13 @@ _FORMS = [
     ("from tensorflow.contrib import layers as m", "m.layer_norm", tf_slim.layer_norm),
     ("from tensorflow.contrib import slim as m", "m", tf_slim),
     ("from tensorflow.contrib import framework as m", "m.arg_scope", tf_slim.arg_scope),
+    # tensorflow/tpu show_and_tell (`contrib_rnn`, `contrib_stateless`, `contrib_estimator`).
+    ("from tensorflow.contrib import rnn as m", "m.BasicLSTMCell",
+     tf.compat.v1.nn.rnn_cell.BasicLSTMCell),
+    ("from tensorflow.contrib import stateless as m", "m.stateless_random_normal",
+     tf.random.stateless_normal),
+    ("from tensorflow.contrib import estimator as m", "m.clip_gradients_by_norm",
+     aliases.clip_gradients_by_norm),
     ("import tensorflow.contrib.tpu as m", "m.TPUConfig", _T.TPUConfig),
     ("import tensorflow.contrib.cluster_resolver\nm = tensorflow.contrib.cluster_resolver",
      "m.TPUClusterResolver", aliases.TPUClusterResolver),

@@ -400,7 +400,7 @@ def build_estimator_namespace() -> AliasNamespace:
 # ---------------------------------------------------------------------------------------------
 
 _CONTRIB_SERVED = ("tpu", "cluster_resolver", "layers", "framework", "metrics", "data", "slim",
-                   "training", "summary")
+                   "training", "summary", "rnn", "stateless", "estimator.clip_gradients_by_norm")
 CONTRIB_HINT = (
     "tf.contrib was removed in TensorFlow 2 and no maintained library keeps this symbol under "
     "its legacy name (served: tf.contrib.{}). Replace it in your code with its TF2 or tf-slim "
@@ -443,6 +443,74 @@ def _tf_slim_names(name: str, names: Iterable[str]) -> Callable[[], Any]:
         return loaded[0]
 
     return load
+
+
+# tf.contrib.rnn's cells and functions that TensorFlow keeps in `tf.compat.v1.nn`: TF 1.15's
+# contrib.rnn re-exported these same classes (its contrib-only cells, LSTMBlockCell,
+# LayerNormBasicLSTMCell, AttentionCellWrapper, ..., fail on use by name).
+_RNN_CELLS = ("BasicLSTMCell", "BasicRNNCell", "DeviceWrapper", "DropoutWrapper", "GRUCell",
+              "LSTMCell", "LSTMStateTuple", "MultiRNNCell", "RNNCell", "ResidualWrapper")
+_RNN_FUNCTIONS = ("static_rnn", "static_bidirectional_rnn", "static_state_saving_rnn")
+
+
+def _rnn_members() -> dict[str, Any]:
+    v1 = tf.compat.v1
+    members = {name: getattr(v1.nn.rnn_cell, name) for name in _RNN_CELLS}
+    members.update({name: getattr(v1.nn, name) for name in _RNN_FUNCTIONS})
+    return members
+
+
+def _stateless_members() -> dict[str, Any]:
+    """TF 1.15's contrib.stateless: the same `stateless_random_ops` functions TensorFlow keeps
+    (same positional arguments; TensorFlow added a keyword-only-in-practice `alg` at the end)."""
+    return {"stateless_random_normal": tf.random.stateless_normal,
+            "stateless_random_uniform": tf.random.stateless_uniform,
+            "stateless_truncated_normal": tf.random.stateless_truncated_normal,
+            "stateless_multinomial": tf.compat.v1.random.stateless_multinomial}
+
+
+class _TransformGradients(tf.compat.v1.train.Optimizer):
+    """An optimizer that transforms the (gradient, variable) pairs of another before applying.
+
+    Everything but `compute_gradients` is the wrapped optimizer's, so its slots, their names
+    and its checkpointed state are those of the optimizer the model_fn built. `applies_through`
+    names it, so `CrossShardOptimizer` knows whose update runs (cross_shard.py).
+    """
+
+    def __init__(self, optimizer: Any, transform: Callable[[list], list], name: str) -> None:
+        super().__init__(use_locking=False, name=name)
+        self._optimizer = optimizer
+        self._transform = transform
+        self.applies_through = optimizer
+
+    def compute_gradients(self, *args: Any, **kwargs: Any) -> list:
+        return self._transform(self._optimizer.compute_gradients(*args, **kwargs))
+
+    def apply_gradients(self, grads_and_vars: Any, global_step: Any = None,
+                        name: str | None = None) -> Any:
+        return self._optimizer.apply_gradients(grads_and_vars, global_step, name)
+
+    def get_slot(self, *args: Any, **kwargs: Any) -> Any:
+        return self._optimizer.get_slot(*args, **kwargs)
+
+    def get_slot_names(self, *args: Any, **kwargs: Any) -> Any:
+        return self._optimizer.get_slot_names(*args, **kwargs)
+
+    def variables(self) -> list:
+        return self._optimizer.variables()
+
+
+def clip_gradients_by_norm(optimizer: Any, clip_norm: float) -> Any:
+    """`tf.contrib.estimator.clip_gradients_by_norm`: `optimizer`, its gradients clipped to a
+    global norm of `clip_norm` (`tf.clip_by_global_norm`, None gradients left out) first."""
+
+    def clip(grads_and_vars: list) -> list:
+        pairs = list(grads_and_vars)
+        grads, variables = zip(*pairs) if pairs else ((), ())
+        clipped, _ = tf.clip_by_global_norm(list(grads), clip_norm)
+        return list(zip(clipped, variables))
+
+    return _TransformGradients(optimizer, clip, name="ClipByNorm" + optimizer.get_name())
 
 
 class _ContribNamespace(AliasNamespace):
@@ -509,6 +577,11 @@ def build_contrib_namespace() -> AliasNamespace:
         "slim": _tf_slim,
         # TF 1.x TPU host_calls write summaries with it (contrib_summary.py).
         "summary": lambda: sub("summary", [], contrib_summary.members())(),
+        "rnn": lambda: sub("rnn", [], _rnn_members())(),
+        "stateless": lambda: sub("stateless", [], _stateless_members())(),
+        # Only clip_gradients_by_norm: the rest of contrib.estimator built canned estimators,
+        # multi-head models and replicated model_fns, which fail on use by name.
+        "estimator": sub("estimator", [], {"clip_gradients_by_norm": clip_gradients_by_norm}),
     }
     return _ContribNamespace(factories)
 

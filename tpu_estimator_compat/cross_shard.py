@@ -69,6 +69,14 @@ def patched_compute_gradients(original: Callable[..., Any]) -> Callable[..., Any
 
 
 def _uses_base_apply(optimizer: Any) -> bool:
+    """Whether `optimizer`'s update is the base v1 apply (which sums over replicas itself).
+
+    Wrappers that only transform gradients and hand them on (`applies_through`:
+    `tf.contrib.estimator.clip_gradients_by_norm`) are seen through: summing before them
+    too would sum twice.
+    """
+    while getattr(optimizer, "applies_through", None) is not None:
+        optimizer = optimizer.applies_through
     return type(optimizer).apply_gradients is tf.compat.v1.train.Optimizer.apply_gradients
 
 
