@@ -198,3 +198,68 @@ def test_graph_view_is_scoped_to_replica_steps():
         assert not tf.compat.v1.executing_eagerly_outside_functions()
     assert tf.compat.v1.executing_eagerly_outside_functions()
     assert type(tf.keras.layers.Input([3])).__name__ == "KerasTensor"
+
+
+# ----------------------------------------------------------------------------------------
+# Layers made inside another layer's build() (efficientdet's FNode / ResampleFeatureMap).
+
+
+class _OuterLayer(tf.keras.layers.Layer):
+    """Makes its sublayer in build(), which tf_keras runs under init_scope."""
+
+    def build(self, input_shape):
+        self.inner = tf.keras.layers.Dense(
+            4, name="inner", kernel_initializer=tf.compat.v1.glorot_uniform_initializer(seed=1))
+        super().build(input_shape)
+
+    def call(self, x):
+        return self.inner(x)
+
+
+def test_layer_made_in_build_keeps_model_fn_layers_v1(strategy, tmp_path):
+    """A Dense made in model_fn, then a Dense made in another layer's build(), then the first
+    one called: legacy's graph made both v1 layers. Without the graph view's answer the second
+    one swapped the shared classes to v2 (`'Dense' object has no attribute
+    '_saved_model_inputs_spec'`, or `_set_mask_metadata() missing ... 'build_graph'`)."""
+    from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+
+    def model_fn(features, labels, mode, params):
+        v1 = tf.compat.v1
+        head = tf.keras.layers.Dense(1, name="head",
+                                     kernel_initializer=v1.glorot_uniform_initializer(seed=2))
+        logits = head(_OuterLayer(name="outer")(features))
+        loss = tf.reduce_mean(tf.square(logits - labels))
+        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, v1.train.get_global_step())
+        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    def input_fn(params):
+        x = np.random.RandomState(0).rand(64, 3).astype(np.float32)
+        return tf.data.Dataset.from_tensor_slices((x, x.sum(1, keepdims=True))).repeat().batch(
+            params["batch_size"], drop_remainder=True)
+
+    estimator = TPUEstimator(
+        model_fn=model_fn, use_tpu=True, train_batch_size=16,
+        config=RunConfig(model_dir=str(tmp_path), tf_random_seed=1, train_distribute=strategy,
+                         tpu_config=TPUConfig(iterations_per_loop=2)))
+    estimator.train(input_fn, max_steps=4)
+    reader = tf.train.load_checkpoint(str(tmp_path))
+    assert reader.get_tensor("global_step") == 4
+    names = set(reader.get_variable_to_shape_map())
+    assert {"head/kernel", "outer/inner/kernel"} <= names, sorted(names)
+
+
+def test_graph_view_makes_v1_layers_also_under_init_scope():
+    """tf_keras builds layers under init_scope; in the graph view that is still TF1's graph."""
+    from tf_keras.src.engine import base_layer_v1
+    from tf_keras.src.utils import version_utils
+
+    from tpu_estimator_compat import keras_env
+
+    with keras_env.tf1_graph_keras():
+        with tf.init_scope():  # What tf_keras enters around build(): eager here.
+            inner = tf.keras.layers.Dense(2)
+            use_v2 = version_utils.should_use_v2()
+    assert not use_v2
+    assert isinstance(inner, base_layer_v1.Layer)
+    assert version_utils.should_use_v2(), "outside the graph view tf_keras answers as before"

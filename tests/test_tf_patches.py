@@ -40,6 +40,7 @@ PATCHED_SYMBOLS = {
     "keras_env.executing_eagerly_outside_functions":
         ("tensorflow.python.framework.ops.executing_eagerly_outside_functions",),
     "keras_env.maybe_init_scope": ("tf_keras.src.utils.tf_utils.maybe_init_scope",),
+    "keras_env.should_use_v2": ("tf_keras.src.utils.version_utils.should_use_v2",),
     "aliases.estimator": ("tensorflow.estimator", "tensorflow.compat.v1.estimator",
                           "tensorflow.compat.v2.estimator",
                           "tensorflow.compat.v1.compat.v1.estimator",

@@ -140,6 +140,19 @@ PATCHES: tuple[Patch, ...] = (
             "builds the same variables. Every tf_keras caller reads it as a module attribute.",
         build="tpu_estimator_compat.keras_env:patched_maybe_init_scope",
         signature="(layer)"),
+    Patch(
+        name="keras_env.should_use_v2",
+        target="tf_keras.src.utils.version_utils.should_use_v2",
+        package="tf_keras",
+        why="tf_keras picks the v1 or v2 Layer base for each new layer from this answer and "
+            "rewrites the class's `__bases__` process-wide (`swap_class`). A layer made in a "
+            "build() runs under init_scope, which is eager here (a graph in legacy), so it "
+            "would swap its classes to v2 while layers of the same class made in model_fn "
+            "are v1 objects, some in the middle of a v1 `__call__`. In the TF1 graph view "
+            "the answer must be legacy's: v1. tf_keras reads it as a module attribute; no "
+            "public API chooses the Layer version.",
+        build="tpu_estimator_compat.keras_env:patched_should_use_v2",
+        signature="()"),
     # -- tf1_names: the names TF1 model code reads (`v.op.name`).
     Patch(
         name="tf1_names.variable_op",

@@ -12,9 +12,10 @@ functional models built on model_fn's tensors (`Input(tensor=features)`,
 `tf.keras.applications.MobileNet(input_tensor=features)`, a layer output used as the loss)
 then get plain graph tensors instead of symbolic KerasTensors, and Keras 2 batch norm updates
 its moving statistics with the formula a TF1 graph used, so checkpoints match legacy bit for
-bit. The two patches this takes are `_tf_patches`' `keras_env.*`; this module builds their
-replacements and asks for them on first use. It knows nothing else: not the strategy, the loop
-or the model_fn, nor how a patch is installed.
+bit. Layers made inside another layer's `build()` (under init_scope, eager here) are v1
+layers too, as every layer of that graph was. The patches this takes are `_tf_patches`'
+`keras_env.*`; this module builds their replacements and asks for them on first use. It
+knows nothing else: not the strategy, the loop or the model_fn, nor how a patch is installed.
 """
 
 from __future__ import annotations
@@ -121,6 +122,32 @@ def patched_maybe_init_scope(original: Any) -> Any:
             scope.__exit__(None, None, None)
 
     return maybe_init_scope
+
+
+def patched_should_use_v2(original: Callable[[], bool]) -> Callable[[], bool]:
+    """tf_keras's `should_use_v2()`: False in the graph view, as in legacy's TF1 graph.
+
+    The replacement of patch `keras_env.should_use_v2`.
+
+    Why: every new Keras layer asks this which Layer base (v1 `base_layer_v1.Layer` or v2)
+    its class hierarchy gets, and tf_keras swaps the bases of the shared classes in place.
+    In model_fn the answer is v1 (the graph view says "not eager outside functions"), but a
+    layer made inside another layer's `build()` (efficientdet's `FNode` and
+    `ResampleFeatureMap`) is made under the init_scope tf_keras enters for building, which
+    is eager here, so the answer would flip to v2 for that layer's classes: a `Dense` or
+    batch norm made in model_fn then runs v2 methods on a v1 object, or a v1 `__call__` in
+    progress calls a v2 `_set_mask_metadata` (`TypeError: ... 'build_graph'`). In legacy's
+    graph init_scope was graph mode too, and every layer was v1.
+    """
+
+    def should_use_v2() -> bool:
+        if getattr(_GRAPH_VIEW, "active", False):
+            return False
+        return original()
+
+    should_use_v2.__doc__ = original.__doc__
+    should_use_v2.__wrapped__ = original  # type: ignore[attr-defined]
+    return should_use_v2
 
 
 def patched_executing_eagerly_outside_functions(original: Callable[[], bool]
