@@ -28,6 +28,7 @@ import tensorflow as tf
 from absl import logging
 
 from tpu_estimator_compat import _tf_patches, _tf_private
+from tpu_estimator_compat import variables as variables_lib
 
 
 class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
@@ -200,8 +201,11 @@ def run_scaffold_fn(scaffold_fn: Any, plan: InitPlan, *,
     Returns the `{checkpoint name: variable}` map of a returned Scaffold's `saver`, which
     evaluation and prediction restore through (the EMA pattern:
     `Scaffold(saver=Saver(ema.variables_to_restore()))`); training refuses a saver.
+    `ema.variables_to_restore()` may be called in scaffold_fn itself, as efficientdet does:
+    legacy ran scaffold_fn in model_fn's graph, so it names the variables as in model_fn.
     """
-    with _tf_patches.applied("warm_start.Saver"), capture_init_from_checkpoint(plan):
+    with _tf_patches.applied("warm_start.Saver"), variables_lib.ema_restore_by_name(), \
+            capture_init_from_checkpoint(plan):
         scaffold = scaffold_fn()
     if scaffold is None:
         return None
