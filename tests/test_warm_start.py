@@ -160,26 +160,6 @@ def ema_model_fn(features, labels, mode, params):
     return spec._replace(scaffold_fn=lambda: v1.train.Scaffold(saver=v1.train.Saver(restore)))
 
 
-def test_ema_scaffold_restores_averages_for_predict(tmp_path, strategy):
-    config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
-                       eval_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=2))
-    est = TPUEstimator(model_fn=ema_model_fn, config=config, train_batch_size=64,
-                       eval_batch_size=64, predict_batch_size=64)
-    est.train(models.digits_input_fn(256, flat=True), steps=4)
-    reader = tf.train.load_checkpoint(est.latest_checkpoint())
-    w_ema = reader.get_tensor("w/ExponentialMovingAverage")
-    b_ema = reader.get_tensor("b/ExponentialMovingAverage")
-    assert not np.allclose(w_ema, reader.get_tensor("w"))
-    x, _ = models.digits(64, flat=True)
-    predictions = est.predict(
-        lambda params: tf.data.Dataset.from_tensor_slices(x).batch(params["batch_size"]))
-    logits = np.stack([p["logits"] for p in predictions])
-    np.testing.assert_allclose(logits, x @ w_ema + b_ema, rtol=1e-5, atol=1e-5)
-    results = est.evaluate(lambda params: tf.data.Dataset.from_tensor_slices(
-        models.digits(128, flat=True)).batch(params["batch_size"]))
-    assert results["global_step"] == 4
-
-
 def ema_in_scaffold_model_fn(features, labels, mode, params):
     """google/automl efficientdet: `ema.variables_to_restore(ema_vars)` inside scaffold_fn."""
     spec = models.linear_full_model_fn(features, labels, mode, params)
@@ -195,12 +175,14 @@ def ema_in_scaffold_model_fn(features, labels, mode, params):
     return spec._replace(scaffold_fn=scaffold_fn)
 
 
-def test_ema_variables_to_restore_inside_scaffold_fn(tmp_path, strategy):
-    """Legacy called scaffold_fn in model_fn's graph: TF's own variables_to_restore there
-    hashed the variables and read `v.op.name`, which eager variables refuse."""
+@pytest.mark.parametrize("model_fn", [ema_model_fn, ema_in_scaffold_model_fn])
+def test_ema_scaffold_restores_averages_for_predict(tmp_path, strategy, model_fn):
+    """Also with `ema.variables_to_restore()` called inside scaffold_fn: legacy called
+    scaffold_fn in model_fn's graph, where TF's own version hashed the variables and read
+    `v.op.name`, which eager variables refuse."""
     config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
                        eval_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=2))
-    est = TPUEstimator(model_fn=ema_in_scaffold_model_fn, config=config, train_batch_size=64,
+    est = TPUEstimator(model_fn=model_fn, config=config, train_batch_size=64,
                        eval_batch_size=64, predict_batch_size=64)
     est.train(models.digits_input_fn(256, flat=True), steps=4)
     reader = tf.train.load_checkpoint(est.latest_checkpoint())
@@ -215,6 +197,8 @@ def test_ema_variables_to_restore_inside_scaffold_fn(tmp_path, strategy):
     results = est.evaluate(lambda params: tf.data.Dataset.from_tensor_slices(
         models.digits(128, flat=True)).batch(params["batch_size"]))
     assert results["global_step"] == 4
+
+
 
 
 # ----------------------------------------------------------------------------------------
