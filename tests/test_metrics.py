@@ -1,6 +1,4 @@
 """Tests for tpu_estimator_compat.metrics: host-side metric_fn evaluation and the eval dict."""
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -9,6 +7,7 @@ import tensorflow as tf
 from conftest import make_strategy
 from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
                                   TPUEstimatorSpec)
+from tpu_estimator_compat import background as background_lib
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat.metrics import HostMetrics, MeanLoss, finalize_eval_dict
 
@@ -300,51 +299,6 @@ def test_update_feeds_strided_and_string_arrays_through_the_compiled_callable():
     assert result["value"] == np.float32((wide[:, ::2].sum() + 3) / 8)
 
 
-# BackgroundUpdates
-
-
-def test_background_updates_run_in_submission_order_off_the_calling_thread():
-    seen = []
-    with metrics_lib.BackgroundUpdates(max_pending=2) as background:
-        for i in range(20):
-            background.submit(lambda i=i: seen.append((i, threading.current_thread().name)))
-        background.drain()
-    assert [i for i, _ in seen] == list(range(20))
-    assert {name for _, name in seen} != {threading.current_thread().name}
-
-
-def test_background_updates_raise_the_update_error_at_drain_or_next_submit():
-    def fail():
-        raise ValueError("bad batch")
-
-    background = metrics_lib.BackgroundUpdates()
-    background.submit(fail)
-    with pytest.raises(ValueError, match="bad batch"):
-        background.drain()
-    background.submit(fail)
-    time.sleep(0.2)  # The failed update is done: the next submit reports it.
-    with pytest.raises(ValueError, match="bad batch"):
-        background.submit(lambda: None)
-    background.close()
-
-
-def test_background_updates_keep_at_most_max_pending_waiting():
-    release = threading.Event()
-    started = []
-    background = metrics_lib.BackgroundUpdates(max_pending=2)
-    background.submit(lambda: (started.append(1), release.wait(5)))
-    background.submit(lambda: started.append(2))
-    blocked = threading.Thread(target=background.submit, args=(lambda: started.append(3),))
-    blocked.start()
-    blocked.join(0.3)
-    assert blocked.is_alive()  # The third waits for the first to finish.
-    release.set()
-    blocked.join(5)
-    background.drain()
-    background.close()
-    assert started == [1, 2, 3]
-
-
 def test_host_metrics_updated_in_the_background_equal_updates_in_line():
     specs = {"labels": tf.TensorSpec([None], tf.int64), "logits": tf.TensorSpec([None, 3])}
 
@@ -359,7 +313,7 @@ def test_host_metrics_updated_in_the_background_equal_updates_in_line():
     for in_background in (False, True):
         host = HostMetrics(metric_fn, dict(specs), specs)
         host.reset()
-        with metrics_lib.BackgroundUpdates() as background:
+        with background_lib.InOrder() as background:
             for batch in batches:
                 if in_background:
                     background.submit(host.update, batch)

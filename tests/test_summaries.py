@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -187,6 +188,38 @@ def test_a_loop_of_per_step_rate_summaries_is_one_compiled_write_in_step_order(t
     assert [step for step, _, _ in found] == sorted(step for step, _, _ in found)
     # One trace serves loops with different event counts (the first loop has one fewer).
     assert writer._write_events.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+
+
+def test_loops_summaries_are_written_off_the_training_thread_and_errors_reach_close(
+        tmp_path, monkeypatch):
+    """A loop's events are decided and written while the next loop runs; close() waits for
+    them, and a failed write is raised there (or by the next loop), not lost."""
+    rules = summaries.TrainSummaryRules.legacy(
+        use_tpu=False, on_tpu=False, save_summary_steps=1, log_step_count_steps=100,
+        iterations_per_loop=4, examples_per_step=64)
+    writer = summaries.TrainSummaries(str(tmp_path), rules)
+    threads = []
+    original = writer._write_loop  # pylint: disable=protected-access
+
+    def recorded(*args):
+        threads.append(threading.current_thread())
+        original(*args)
+
+    monkeypatch.setattr(writer, "_write_loop", recorded)
+    writer.after_loop(4, np.full([4], 0.5, np.float32), end_time=1.0, seconds=1.0)
+    writer.close()
+    assert threads and threads[0] is not threading.current_thread()
+    assert steps_of(events(str(tmp_path)), "loss") == [1, 2, 3, 4]
+
+    failing = summaries.TrainSummaries(str(tmp_path), rules)
+
+    def fail(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(failing, "_write_loop", fail)
+    failing.after_loop(4, np.full([4], 0.5, np.float32), end_time=1.0, seconds=1.0)
+    with pytest.raises(OSError, match="disk full"):
+        failing.close()
 
 
 def test_later_train_calls_reuse_the_traced_event_writes_of_their_model_dir(tmp_path):

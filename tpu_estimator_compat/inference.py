@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import background as background_lib
 from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import hooks as hooks_lib
@@ -204,7 +205,7 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
 
     # metric_fn's updates of one loop run while the device runs the next; the steps of short
     # loops are handed over together (one hand-over cost more than a 1-step MLP update).
-    background = metrics_lib.BackgroundUpdates()
+    background = background_lib.InOrder(name="host_metrics")
     pending: list[tuple[list[Any], Any]] = []
     try:
         for result in session.chunks(steps):

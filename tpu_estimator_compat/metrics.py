@@ -17,8 +17,6 @@ already-gathered numpy batches and plain step losses.
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
 import re
 from typing import Any, Callable, Mapping
 
@@ -419,48 +417,6 @@ def _flatten_with_paths(nest: Any) -> list[tuple[tuple, Any]]:
 
 def _path_str(path: tuple) -> str:
     return "".join("[{!r}]".format(p) for p in path)
-
-
-class BackgroundUpdates:
-    """Runs host metric updates on one background thread, in order, while the device runs on.
-
-    In legacy TPU evaluation the host's outfeed dequeue and metric_fn updates ran in the same
-    `session.run` as the TPU loop, concurrently with it. Here a loop's updates are handed to
-    one worker thread (FIFO, so steps update in order) while the caller starts the next
-    loop; `Session.run` and the compiled loop both release the GIL, so on two cores an
-    overhead-bound evaluation no longer waits for each. At most `max_pending` loops wait,
-    bounding memory; the first failure of an update is raised by the next `submit` or by
-    `drain`, which every caller must reach before reading the metrics.
-    """
-
-    def __init__(self, max_pending: int = 2) -> None:
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="host_metrics")
-        self._pending: collections.deque[concurrent.futures.Future] = collections.deque()
-        self._max_pending = max_pending
-
-    def submit(self, fn: Callable[..., None], *args: Any) -> None:
-        """Queues `fn(*args)`; waits while `max_pending` calls are queued or running."""
-        while self._pending and (len(self._pending) >= self._max_pending
-                                 or self._pending[0].done()):
-            self._pending.popleft().result()  # Re-raises the update's exception.
-        self._pending.append(self._executor.submit(fn, *args))
-
-    def drain(self) -> None:
-        """Waits for every queued update; raises the first one's exception."""
-        while self._pending:
-            self._pending.popleft().result()
-
-    def close(self) -> None:
-        """Cancels what has not started, waits for the running one. Safe to call twice."""
-        self._pending.clear()
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
-    def __enter__(self) -> "BackgroundUpdates":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
 
 
 class MeanLoss:
