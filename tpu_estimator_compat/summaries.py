@@ -23,6 +23,7 @@ from absl import logging
 
 from tpu_estimator_compat import _tf_patches
 from tpu_estimator_compat import background as background_lib
+from tpu_estimator_compat import eager_scope
 
 _Summary = tf.compat.v1.Summary
 LOSS_TAG = "loss"
@@ -551,7 +552,16 @@ class TrainSummaries:
 
     def _write_loop(self, step: int, losses: Any, starts: Any, end_time: float,
                     seconds: float) -> None:
-        """after_loop's work, on the background thread: decides and writes the events."""
+        """after_loop's work, on the background thread: decides and writes the events.
+
+        Eagerly, as the train() that submitted it: a thread starts in the process-wide mode,
+        which a TF1 script's `disable_eager_execution()` made graph mode.
+        """
+        with eager_scope.running_eagerly("TPUEstimator.train"):
+            self._decide_and_write(step, losses, starts, end_time, seconds)
+
+    def _decide_and_write(self, step: int, losses: Any, starts: Any, end_time: float,
+                          seconds: float) -> None:
         # One event per legacy add_summary call: (step, [(tag, simple_value), ...]).
         events: list[tuple[int, list[tuple[str, float]]]] = []
         for start, end, loss, _ in self._runs(step, losses, starts, end_time, seconds,
