@@ -75,6 +75,8 @@ PATCHED_SYMBOLS = {
                                      "tensorflow.compat.v2.summary.create_file_writer"),
     "variables.ema_variables_to_restore":
         ("tensorflow.compat.v1.train.ExponentialMovingAverage.variables_to_restore",),
+    "variables.replica_root_name_scope":
+        ("tensorflow.python.framework.ops.Graph.name_scope",),
     "variables.local_update_in_control_flow":
         ("tensorflow.python.distribute.values._on_write_update_replica",),
     "tf1_names.variable_op":
@@ -103,6 +105,7 @@ _SCOPED = [p for p in _tf_patches.PATCHES if p.kind == _tf_patches.SCOPED]
 _SCOPED_ARGS = {
     "summaries.create_file_writer": lambda: (lambda logdir, **kwargs: None,),
     "variables.ema_variables_to_restore": lambda: (),
+    "variables.replica_root_name_scope": lambda: (),
     "variables.local_update_in_control_flow": lambda: (),
     "tf1_names.scoped_collections": lambda: (),
     "cross_shard.number_of_shards": lambda: (),

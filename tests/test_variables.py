@@ -207,3 +207,50 @@ def test_one_seeded_initializer_draws_the_same_for_each_variable(tmp_path, strat
     reader = _train(tmp_path, strategy, _shared_seeded_initializer_model_fn)
     np.testing.assert_array_equal(reader.get_tensor("a"), reader.get_tensor("b"))
 
+
+
+class _NamedEmptyNet(tf.keras.Model):
+    """automl efficientdet's `EfficientDetNet`: a Keras model that keeps the name '' (for
+    checkpoints without a model scope), so its v1 `__call__` enters `name_scope('')`."""
+
+    def __init__(self):
+        super().__init__(name="")
+        self.body = tf.keras.layers.Dense(1, name="body")
+
+    def _init_set_name(self, name, zero_based=True):
+        if name == "":
+            self._name = name
+        else:
+            super()._init_set_name(name, zero_based)
+
+    def call(self, x):
+        return self.body(x)
+
+
+def _root_reset_model_fn(features, labels, mode, params, top_layer=False):
+    del labels, params
+    if top_layer:  # A layer named like the model's own, made first, at the root.
+        features = features + tf.keras.layers.Dense(2, name="body")(features)
+    loss = tf.reduce_mean(_NamedEmptyNet()(features))
+    optimizer = v1.tpu.CrossShardOptimizer(v1.train.GradientDescentOptimizer(LR))
+    return TPUEstimatorSpec(mode=mode, loss=loss, train_op=optimizer.minimize(
+        loss, global_step=v1.train.get_global_step()))
+
+
+def _root_reset_after_top_layer_model_fn(features, labels, mode, params):
+    return _root_reset_model_fn(features, labels, mode, params, top_layer=True)
+
+
+@pytest.mark.parametrize("model_fn, expected", [
+    (_root_reset_model_fn, {"body/kernel": [2, 1], "body/bias": [1]}),
+    (_root_reset_after_top_layer_model_fn, {"body/kernel": [2, 2], "body/bias": [2],
+                                            "body_1/kernel": [2, 1], "body_1/bias": [1]}),
+])
+def test_a_reset_to_the_root_name_scope_stays_in_the_replica(tmp_path, strategy, model_fn,
+                                                             expected):
+    """A Keras layer named '' resets the name scope to the root. Later replicas must still
+    build the first replica's names: with the graph's root, the second replica's `body/` came
+    back as `body_1/` (an extra checkpoint entry aliasing `body`), and after a top-level
+    `body` MirroredStrategy handed it that layer's [2, 2] kernel."""
+    reader = _train(tmp_path, strategy, model_fn)
+    assert reader.get_variable_to_shape_map() == {"global_step": [], **expected}

@@ -274,6 +274,19 @@ PATCHES: tuple[Patch, ...] = (
         build="tpu_estimator_compat.variables:variables_to_restore_by_name",
         signature="(self, moving_avg_variables=None)"),
     Patch(
+        name="variables.replica_root_name_scope",
+        kind=SCOPED,
+        target="tensorflow.python.framework.ops.Graph.name_scope",
+        why="All MirroredStrategy replicas trace into one graph, replicas after the first "
+            "under `replica_<k>/`, which the registry strips from variable names. A reset to "
+            "the graph's root (`name_scope('')`, `name_scope(None)`: a Keras layer named '', "
+            "`variable_scope('')`) escaped it, so the name scopes opened next were uniquified "
+            "against the first replica's (`efficientnet-b0_1/`) and the replica created "
+            "variables under names no TF1 graph had. Inside a later replica's step the root "
+            "is that replica's root scope. No public API sets a graph's root name scope.",
+        build="tpu_estimator_compat.variables:replica_root_name_scope",
+        signature="(self, name) -> collections.abc.Iterator[str]"),
+    Patch(
         name="variables.local_update_in_control_flow",
         kind=SCOPED,
         target="tensorflow.python.distribute.values._on_write_update_replica",

@@ -17,9 +17,10 @@ owns three things:
 * `global_step`: created eagerly before any model_fn runs, as Estimator did.
 
 It knows nothing of modes, specs, input pipelines or checkpoint files; `checkpoints.py` saves
-`VariableRegistry.by_name()` under the names recorded here. The one TensorFlow method it
-replaces during a replica step (`ExponentialMovingAverage.variables_to_restore`) is swapped
-by `_tf_patches`; this module only builds the replacement. What TF1 code reads off names
+`VariableRegistry.by_name()` under the names recorded here. The TensorFlow methods it
+replaces during a replica step (`ExponentialMovingAverage.variables_to_restore`, and
+`Graph.name_scope`, whose reset to the root returns a later replica to its own root scope) are
+swapped by `_tf_patches`; this module only builds the replacements. What TF1 code reads off names
 (`v.op.name`, scope-filtered collections) is `tf1_names`'; how each replica thread of one
 traced graph gets its own v1 store and collections is `replica_state`'s.
 """
@@ -465,6 +466,44 @@ def local_update_in_control_flow(original: Callable[..., Any]) -> Callable[..., 
     return on_write_update_replica
 
 
+def replica_root_name_scope(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The replacement of patch `variables.replica_root_name_scope`: `Graph.name_scope`.
+
+    In the graph of a replica step after the first (`replica_scope` with a root scope such as
+    `replica_1/`), a reset to the root (`name_scope('')` or `name_scope(None)`) enters that
+    replica's root scope instead of the graph's. A Keras layer named '' (automl efficientdet's
+    `EfficientDetNet`) enters `name_scope('')` and its sub-layers then open `efficientnet-b0/`
+    relative to it: at the graph's root, where the first replica had already opened it, they
+    became `efficientnet-b0_1/`, and the registry gave the replica variables of that name
+    (which MirroredStrategy's own creator then mapped onto the first replica's by creation
+    order: extra checkpoint entries, restores that missed them, and, when the orders differ,
+    another layer's weights). Under `replica_1/` the names are the first replica's, as each
+    TPU core's graph had them. Everywhere else (other threads, other graphs, the first
+    replica) the original runs unchanged.
+    """
+
+    def name_scope(self: Any, name: Any) -> Any:
+        if not name and self is getattr(_REPLICA_GRAPH, "graph", None):
+            root = getattr(_REPLICA_GRAPH, "root_scope", None)
+            if root:
+                name = root
+        return original(self, name)
+
+    return name_scope
+
+
+@contextlib.contextmanager
+def _root_name_scope(scope: str) -> Iterator[None]:
+    """Inside (this thread): a root reset of the replica graph's name scope enters `scope`."""
+    previous = getattr(_REPLICA_GRAPH, "root_scope", None)
+    _REPLICA_GRAPH.root_scope = scope
+    try:
+        with _tf_patches.applied("variables.replica_root_name_scope"):
+            yield
+    finally:
+        _REPLICA_GRAPH.root_scope = previous
+
+
 def ema_restore_by_name() -> contextlib.AbstractContextManager[Any]:
     """Inside: `ExponentialMovingAverage.variables_to_restore` works for eager variables."""
     return _tf_patches.applied("variables.ema_variables_to_restore")
@@ -548,8 +587,10 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
         # strips: all replicas trace into one graph, and a name scope the first replica used
         # (`dense/`) would come back uniquified (`dense_1/`) for the next, in the variables
         # that TF1-style code names after its name scope (Keras layers built in a graph).
+        # A reset to the root inside (a Keras layer named '') returns to `replica_1/`.
         with replica_state.own_collections(graph, keep=not replica_root), \
                 graph.name_scope(None), graph.name_scope(replica_root or None) as entered, \
+                _root_name_scope(entered or ""), \
                 registry.creator_scope((entered or "").rstrip("/"), step_prefix=strip_prefix), \
                 replica_state.own_v1_stores(graph, _refusing_partitioners), _v1.variable_scope(root, auxiliary_name_scope=False), \
                 _tf_private.tf1_tensor_equality(), ema_restore_by_name(), \
