@@ -247,7 +247,11 @@ def test_metric_learning_cluster_loss_runs_its_while_loops():
 def _contrib_model_fn(features, labels, mode, params):
     del labels, params
     contrib_layers = v1.contrib.layers
-    h = contrib_layers.batch_norm(contrib_layers.fully_connected(features, 4), is_training=True)
+    # No ReLU before the batch norm: with an unseeded init all four ReLUs could be dead on
+    # this constant input, leaving moving_mean at 0 whether its update ran or not (it then
+    # failed after tests/test_hooks.py's hook_fetches replay, which shifts the op seeds).
+    hidden = contrib_layers.fully_connected(features, 4, activation_fn=None)
+    h = contrib_layers.batch_norm(hidden, is_training=True)
     loss = tf.reduce_mean(tf.square(h))
     train_op = contrib_layers.optimize_loss(
         loss, v1.train.get_or_create_global_step(), learning_rate=tf.constant(0.1),
