@@ -392,6 +392,6 @@ def test_loop_result_starts_and_nan_step_follow_the_reported_global_steps():
     reported = loop_lib.LoopResult(3, np.array([1.0, 1.0, np.nan], np.float32),
                                    global_step=2, step_starts=np.array([0, 1, 1]))
     assert list(reported.starts(2)) == [0, 1, 1]
-    assert loop_lib.first_nan_loss(2, reported.losses, reported.starts(2)).step == 2
+    assert loop_lib.first_nan_loss(reported.losses, reported.starts(2)).step == 2
     assumed = loop_lib.LoopResult(3, np.ones(3, np.float32), global_step=13)
     assert list(assumed.starts(13)) == [10, 11, 12]

@@ -175,7 +175,8 @@ def _feed_loops(tmp_path, *, use_tpu, loops, ipl, seconds, on_tpu=None, save=100
     writer = summaries.TrainSummaries(str(tmp_path), rules)
     for loop in range(loops):
         writer.after_loop(ipl * (loop + 1), np.full([ipl], 0.5, np.float32),
-                          end_time=seconds * (loop + 1), seconds=seconds)
+                          end_time=seconds * (loop + 1), seconds=seconds,
+                          starts=np.arange(ipl * loop, ipl * (loop + 1)))
     writer.close()
     return writer, events(str(tmp_path))
 
@@ -206,7 +207,8 @@ def test_loops_summaries_are_written_off_the_training_thread_and_errors_reach_cl
         original(*args)
 
     monkeypatch.setattr(writer, "_write_loop", recorded)
-    writer.after_loop(4, np.full([4], 0.5, np.float32), end_time=1.0, seconds=1.0)
+    writer.after_loop(4, np.full([4], 0.5, np.float32), end_time=1.0, seconds=1.0,
+                      starts=np.arange(4))
     writer.close()
     assert threads and threads[0] is not threading.current_thread()
     assert steps_of(events(str(tmp_path)), "loss") == [1, 2, 3, 4]
@@ -217,7 +219,8 @@ def test_loops_summaries_are_written_off_the_training_thread_and_errors_reach_cl
         raise OSError("disk full")
 
     monkeypatch.setattr(failing, "_write_loop", fail)
-    failing.after_loop(4, np.full([4], 0.5, np.float32), end_time=1.0, seconds=1.0)
+    failing.after_loop(4, np.full([4], 0.5, np.float32), end_time=1.0, seconds=1.0,
+                       starts=np.arange(4))
     with pytest.raises(OSError, match="disk full"):
         failing.close()
 

@@ -396,6 +396,7 @@ class HookRunner:
         per step).
         """
         steps_run = len(losses) if steps_run is None else steps_run
+        starts = loop_lib.step_starts(starts, step, len(losses))
         if self._own_logging and not steps_run:
             return False
         self._values["global_step"] = np.int64(step)
@@ -407,7 +408,7 @@ class HookRunner:
         stop = False
         for hook in self._hooks:
             if isinstance(hook, _train.NanTensorHook):
-                error = loop_lib.first_nan_loss(step, losses, starts)
+                error = loop_lib.first_nan_loss(losses, starts)
                 if error is not None:
                     if _tf_private.nan_hook_fails(hook):
                         raise error
@@ -418,8 +419,7 @@ class HookRunner:
         if self._own_logging and self._training and len(losses):
             # Legacy's CPU path fetched the global step in the step's own session.run, which
             # read it before the step's increment (recorded: 0, 1, 2, ... for steps 1, 2, 3).
-            self._values["global_step"] = np.int64(
-                starts[-1] if starts is not None and len(starts) else step - 1)
+            self._values["global_step"] = np.int64(starts[-1])
         if not self._contexts:
             self._values["global_step"] = np.int64(step)
             return stop

@@ -57,15 +57,21 @@ class LoopResult:
         return float(self.losses[-1]) if self.steps_run else None
 
     def starts(self, end: int) -> np.ndarray:
-        """The global step each step of this loop started from; the loop ended at `end`.
+        """The global step each step of this loop started from; the loop ended at `end`."""
+        return step_starts(self.step_starts, end, self.steps_run)
 
-        Without reported values, each step is assumed to have advanced the global step by
-        one. A model_fn that does not (gradient accumulation increments it on every k-th
-        step only) is why the loop reports them.
-        """
-        if self.step_starts is not None and len(self.step_starts) == self.steps_run:
-            return self.step_starts
-        return np.arange(end - self.steps_run, end, dtype=np.int64)
+
+def step_starts(reported: np.ndarray | None, end: int, count: int) -> np.ndarray:
+    """The global step each of a loop's `count` steps started from; it ended at `end`.
+
+    `reported` (one value per step, as the train loop returns them) when given; otherwise
+    each step is assumed to have advanced the global step by one. A model_fn that does not
+    (gradient accumulation increments it on every k-th step only) is why the loop reports
+    them.
+    """
+    if reported is not None and len(reported) == count:
+        return reported
+    return np.arange(end - count, end, dtype=np.int64)
 
 
 def make_multi_step_train_fn(
@@ -265,24 +271,19 @@ class NanLossError(tf.compat.v1.train.NanLossDuringTrainingError):
                 "trains on.)")
 
 
-def first_nan_loss(step: int, losses: np.ndarray,
-                   starts: np.ndarray | None = None) -> NanLossError | None:
-    """The error for the first NaN/Inf loss of the loop that ended at global step `step`.
-
-    `starts`: the global step each step started from (default: one step per step).
-    """
+def first_nan_loss(losses: np.ndarray, starts: np.ndarray) -> NanLossError | None:
+    """The error for a loop's first NaN/Inf loss; `starts[k]`: the global step its k-th step
+    started from (`step_starts`)."""
     bad = np.flatnonzero(~np.isfinite(losses))
     if not bad.size:
         return None
     first = int(bad[0])
-    at = (int(starts[first]) + 1 if starts is not None and len(starts) == len(losses)
-          else step - len(losses) + 1 + first)
-    return NanLossError(at, float(losses[first]))
+    return NanLossError(int(starts[first]) + 1, float(losses[first]))
 
 
 def _raise_on_nan_loss(step: int, result: LoopResult) -> None:
     """Raises before anything is saved when a step of the loop that ended at `step` diverged."""
-    error = first_nan_loss(step, result.losses, result.starts(step))
+    error = first_nan_loss(result.losses, result.starts(step))
     if error is not None:
         raise error
 

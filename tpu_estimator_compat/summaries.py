@@ -537,17 +537,15 @@ class TrainSummaries:
         self._background = (background_lib.InOrder(name="train_summaries")
                             if model_dir is not None else None)
 
-    def after_loop(self, step: int, losses: Any, end_time: float, seconds: float,
-                   starts: Any = None) -> None:
+    def after_loop(self, step: int, losses: Any, end_time: float, seconds: float, *,
+                   starts: Any) -> None:
         """Writes the summaries due at the steps of the loop that ended at `step`.
 
-        `starts[k]`: the global step the loop's k-th step started from (default: one step per
-        step; a model_fn may advance it on some steps only).
+        `starts[k]`: the global step the loop's k-th step started from (`loop.step_starts`;
+        a model_fn may advance it on some steps only).
         """
         if self._writer is None or not len(losses):
             return
-        if starts is None or len(starts) != len(losses):
-            starts = np.arange(step - len(losses), step, dtype=np.int64)
         self._background.submit(self._write_loop, step, losses, starts, end_time, seconds)
 
     def _write_loop(self, step: int, losses: Any, starts: Any, end_time: float,
@@ -557,11 +555,6 @@ class TrainSummaries:
         Eagerly, as the train() that submitted it: a thread starts in the process-wide mode,
         which a TF1 script's `disable_eager_execution()` made graph mode.
         """
-        with eager_scope.running_eagerly("TPUEstimator.train"):
-            self._decide_and_write(step, losses, starts, end_time, seconds)
-
-    def _decide_and_write(self, step: int, losses: Any, starts: Any, end_time: float,
-                          seconds: float) -> None:
         # One event per legacy add_summary call: (step, [(tag, simple_value), ...]).
         events: list[tuple[int, list[tuple[str, float]]]] = []
         for start, end, loss, _ in self._runs(step, losses, starts, end_time, seconds,
@@ -572,13 +565,14 @@ class TrainSummaries:
             events += self._rate_after_run(start, end, when)
         events.sort(key=lambda event: event[0])  # Stable: at one step the loss comes first.
         protos = [_serialized_scalars(values) for _, values in events]
-        if len(events) > _EAGER_WRITES_AT_MOST:
-            self._write_events(tf.constant([at for at, _ in events], tf.int64),
-                               tf.constant(protos))
-            return
-        with self._writer.as_default():  # A few events: not worth tracing the writer.
-            for (at, _), proto in zip(events, protos):
-                tf.summary.experimental.write_raw_pb(proto, step=at)
+        with eager_scope.running_eagerly("TPUEstimator.train"):
+            if len(events) > _EAGER_WRITES_AT_MOST:
+                self._write_events(tf.constant([at for at, _ in events], tf.int64),
+                                   tf.constant(protos))
+                return
+            with self._writer.as_default():  # A few events: not worth tracing the writer.
+                for (at, _), proto in zip(events, protos):
+                    tf.summary.experimental.write_raw_pb(proto, step=at)
 
     def close(self) -> None:
         """Writes what is queued and flushes; raises the first failed write's error."""
