@@ -521,7 +521,8 @@ def test_cpu_path_metrics_read_after_the_last_update(tmp_path, spec_type):
 
 def test_static_replicas_gives_metric_fn_the_concatenated_batch_axis():
     """`static_replicas=N`: metric_fn sees axis 0 as N times each spec's, as legacy TPU's
-    metric_fn saw N cores' fixed-shape outfeeds concatenated; other row counts are refused."""
+    metric_fn saw N cores' fixed-shape outfeeds concatenated. Another row count (a padded
+    last batch's real rows) gets metric_fn built again for it, into the same totals."""
     seen = []
 
     def metric_fn(x):
@@ -532,8 +533,76 @@ def test_static_replicas_gives_metric_fn_the_concatenated_batch_axis():
                      static_replicas=2) as host:
         assert seen == [[6, 2]]
         assert _run(host, [[np.ones((6, 2), np.float32)]] * 2) == {"n": np.float32(12.0)}
-        with pytest.raises(ValueError, match=r"has 4 rows, .* batches of 6 .*drop_remainder"):
-            host.update([np.ones((4, 2), np.float32)])
+        assert _run(host, [[np.ones((6, 2), np.float32)], [np.ones((4, 2), np.float32)],
+                           [np.ones((6, 2), np.float32)], [np.ones((4, 2), np.float32)]]
+                    ) == {"n": np.float32(10.0)}
+        assert seen == [[6, 2], [4, 2]]  # Built once per row count.
+        with pytest.raises(ValueError, match=r"has shape \(4, 3\), but its spec needs "
+                                             r"\[None, 2\]"):
+            host.update([np.ones((4, 3), np.float32)])
+
+
+def _shared_state_metric_fn(labels, values):
+    """v1 metrics, a `get_variable` and a tf-keras Metric: every kind of metric variable."""
+    v1 = tf.compat.v1
+    total = v1.get_variable("total", [], tf.float32, v1.zeros_initializer(),
+                            collections=[v1.GraphKeys.LOCAL_VARIABLES], trainable=False)
+    rows = tf.keras.metrics.Sum(name="rows")
+    rows.update_state(tf.ones_like(values))
+    # A static axis 0 unrolls per row (as efficientdet's batch_map_fn); unknown: vectorized.
+    if values.shape[0] is None:
+        doubled = values * 2.0
+    else:
+        doubled = tf.stack([values[i] * 2.0 for i in range(values.shape[0])])
+    return {"accuracy": v1.metrics.accuracy(labels, tf.cast(values > 0, tf.int32)),
+            "mean": v1.metrics.mean(doubled),
+            "total": (tf.identity(total), v1.assign_add(total, tf.reduce_sum(values))),
+            "rows": rows}
+
+
+def test_batches_of_other_sizes_share_the_metric_variables():
+    rng = np.random.default_rng(1)
+    sizes = [8, 8, 3, 8, 5, 3]
+    batches = [[rng.integers(0, 2, n).astype(np.int32), rng.normal(size=n).astype(np.float32)]
+               for n in sizes]
+    labels = np.concatenate([b[0] for b in batches])
+    values = np.concatenate([b[1] for b in batches])
+    specs = [tf.TensorSpec([4], tf.int32), tf.TensorSpec([4], tf.float32)]
+    with HostMetrics(_shared_state_metric_fn, [0, 0], specs, static_replicas=2) as host:
+        for _ in range(2):  # reset() zeroes what every build accumulated.
+            results = _run(host, batches)
+            assert results["rows"] == np.float32(len(values))
+            np.testing.assert_allclose(results["total"], values.sum(), rtol=1e-5)
+            np.testing.assert_allclose(results["mean"], 2 * values.mean(), rtol=1e-5)
+            assert results["accuracy"] == np.float32(
+                    np.sum((values > 0) == labels)) / np.float32(len(values))
+
+
+def test_a_metric_fn_that_cannot_be_built_for_another_size_names_the_fix():
+    def metric_fn(x):
+        if x.shape[0] is None or x.shape[0] < 6:
+            raise ValueError("needs 6 rows")
+        return {"m": tf.compat.v1.metrics.mean(x)}
+
+    with HostMetrics(metric_fn, [0], [tf.TensorSpec([3], tf.float32)],
+                     static_replicas=2) as host:
+        host.update([np.ones(6, np.float32)])
+        with pytest.raises(ValueError, match=r"has \[4\] rows, but metric_fn was built for "
+                                             r"batches of \[6\].*needs 6 rows.*drop_remainder"):
+            host.update([np.ones(4, np.float32)])
+        assert host.result() == {"m": np.float32(1.0)}
+
+    def more_metrics_when_small(x):
+        metrics = {"m": tf.compat.v1.metrics.mean(x)}
+        if x.shape[0] is None or x.shape[0] < 6:
+            metrics["extra"] = tf.compat.v1.metrics.mean(x)
+        return metrics
+
+    with HostMetrics(more_metrics_when_small, [0], [tf.TensorSpec([3], tf.float32)],
+                     static_replicas=2) as host:
+        with pytest.raises(ValueError, match=r"_VariantMismatch: metric_fn created more "
+                                             r"variables"):
+            host.update([np.ones(4, np.float32)])
 
 
 def _static_shape_model_fn(features, labels, mode, params):
@@ -577,6 +646,52 @@ def test_tpu_metric_fn_needing_a_static_batch_axis_gets_legacys(tmp_path):
     assert results["size"] == np.float32(8.0)
     assert results["positives"] == np.float32(3.0)
     assert results["global_step"] == 2
-    # A partial last batch (20 rows, no drop_remainder) cannot feed that axis: named error.
-    with pytest.raises(ValueError, match="drop_remainder=True"):
-        est.evaluate(lambda params: _static_input_fn(params, 20, drop_remainder=False))
+    # A partial last batch (20 rows, no drop_remainder): its 4 real rows get metric_fn
+    # built for 4 (`[2, 2]`), into the same totals. Labels 1 at rows 0, 3, ..., 18.
+    results = est.evaluate(lambda params: _static_input_fn(params, 20, drop_remainder=False))
+    np.testing.assert_allclose(results["size"], (8 + 8 + 4) / 3, rtol=1e-6)
+    np.testing.assert_allclose(results["positives"], (3 + 3 + 1) / 3, rtol=1e-6)
+
+
+def _count_positive(row):
+    return tf.cast(tf.shape(tf.gather_nd(row, tf.where(row > 0.5)))[0], tf.float32)
+
+
+def _branching_model_fn(features, labels, mode, params):
+    """google/automl efficientdet's metric_fn (`postprocess.batch_map_fn`): an unknown axis 0
+    takes `tf.vectorized_map` over a ragged `tf.where`, which builds but fails when run
+    (`PartialTensorShape: Incompatible shapes during merge`); a static one a loop per row."""
+    v1 = tf.compat.v1
+    logits = v1.layers.dense(features, 6, kernel_initializer=v1.ones_initializer())
+    loss = tf.reduce_mean(tf.square(logits - tf.cast(labels[:, None], tf.float32)))
+
+    def metric_fn(logits):
+        if logits.shape[0] is None:
+            counts = tf.vectorized_map(_count_positive, logits)
+        else:
+            counts = tf.stack([_count_positive(logits[i]) for i in range(logits.shape[0])])
+        return {"positives": v1.metrics.mean(counts), "rows": v1.metrics.mean(
+                tf.cast(tf.size(counts), tf.float32))}
+
+    if mode == "eval":
+        return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [logits]))
+    return TPUEstimatorSpec(mode, loss=loss, train_op=v1.train.GradientDescentOptimizer(
+            0.0).minimize(loss, v1.train.get_global_step()))
+
+
+def test_metric_fn_branching_on_a_static_batch_axis_gets_legacys(tmp_path):
+    """use_tpu=True on 8 replicas: metric_fn is built with the gathered static axis legacy
+    TPU gave it, for full batches and, built again, for a padded last batch's real rows.
+    (use_tpu=False on one device builds it on model_fn's own tensors, as legacy did.)"""
+    est = TPUEstimator(model_fn=_branching_model_fn, use_tpu=True, train_batch_size=8,
+                       eval_batch_size=8,
+                       config=RunConfig(model_dir=str(tmp_path),
+                                        tpu_config=TPUConfig(iterations_per_loop=2)))
+    est.train(lambda params: _static_input_fn(params).repeat(), max_steps=1)
+    x = np.arange(20 * 4, dtype=np.float32).reshape(20, 4) / 64.0
+    expected = np.sum(x.sum(1, keepdims=True) * np.ones(6) > 0.5, axis=1)
+    for rows, drop_remainder, steps in ((16, True, [8, 8]), (20, False, [8, 8, 4])):
+        results = est.evaluate(lambda params: _static_input_fn(params, rows, drop_remainder))
+        # v1 `metrics.mean` weighs every row once; `rows` is one value per step.
+        np.testing.assert_allclose(results["positives"], expected[:rows].mean(), rtol=1e-6)
+        np.testing.assert_allclose(results["rows"], np.mean(steps), rtol=1e-6)

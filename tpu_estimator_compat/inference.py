@@ -287,32 +287,34 @@ _UPDATES_PER_HANDOVER = 16
 
 
 def _host_metrics(record: Any, specs: Any, replicas: int) -> metrics_lib.HostMetrics:
-    """metric_fn on the host; with a static batch axis if it cannot take an unknown one.
+    """metric_fn on the host, with the static batch axis legacy TPU gave it when known.
 
     Legacy TPU concatenated fixed-shape outfeeds, so metric_fn saw axis 0 as the global
-    batch: tensorflow/tpu unet3d reshapes `[batch, -1]` tensors back with a `-1` and calls
-    `tf.size(x, out_type=tf.float32)`, which only a fully defined shape allows. The unknown
-    axis is tried first (it also takes a padded last batch's real rows); when metric_fn
-    fails on it and every replica's axis 0 is static, it is built again with the gathered
-    size (each replica's axis 0 times replicas), legacy's shape.
+    batch. Some metric_fns need that: tensorflow/tpu unet3d reshapes `[batch, -1]` tensors
+    back with a `-1` and calls `tf.size(x, out_type=tf.float32)`, which only a fully defined
+    shape allows; google/automl efficientdet's `batch_map_fn` takes another code path for an
+    unknown axis, which fails when run. So when every replica's axis 0 is static, metric_fn
+    is built with the gathered size (each replica's axis 0 times replicas), and a padded
+    last batch's real rows get it built again for their count (`HostMetrics`). A metric_fn
+    that fails on the static axis is built with an unknown one.
     """
-    try:
+    if any(not spec.shape.rank or spec.shape[0] is None for spec in tf.nest.flatten(specs)):
         return metrics_lib.HostMetrics(record.metric_fn, record.metric_structure, specs)
+    try:
+        return metrics_lib.HostMetrics(record.metric_fn, record.metric_structure, specs,
+                                       static_replicas=replicas)
     except metrics_lib.ModelFnObjectsError:
         raise
     except (TypeError, ValueError) as e:
-        if any(not spec.shape.rank or spec.shape[0] is None for spec in tf.nest.flatten(specs)):
-            raise
         try:
             host_metrics = metrics_lib.HostMetrics(record.metric_fn, record.metric_structure,
-                                                   specs, static_replicas=replicas)
+                                                   specs)
         except metrics_lib.ModelFnObjectsError:
             raise
-        except Exception:  # The static axis does not help: report the first failure.
+        except Exception:  # The unknown axis does not help: report the first failure.
             raise e from None
-        logging.info("metric_fn needs a static batch axis (%s); it is built for the "
-                     "batches of %d replica(s) concatenated, as legacy TPU's outfeed gave "
-                     "them", str(e).splitlines()[0], replicas)
+        logging.info("metric_fn fails on a static batch axis (%s); it is built with an "
+                     "unknown one", str(e).splitlines()[0])
         return host_metrics
 
 

@@ -61,13 +61,82 @@ def _placeholder_name(path: Any) -> str:
     return "eval_metrics/" + (name if name[0].isalnum() or name[0] == "." else "t" + name)
 
 
+# Row counts metric_fn is built for besides the full batch (padded last batches of
+# different evaluations); past this many, an unknown batch axis takes every other count.
+_MAX_STATIC_VARIANTS = 8
+
+
+class _VariantMismatch(ValueError):
+    """metric_fn made other variables for another batch size: they cannot be shared."""
+
+
+class _SharedVariables:
+    """Lets metric_fn be built for several batch sizes over one set of metric variables.
+
+    The first build records every variable it creates; each later build gets those same
+    variables back in creation order, so all builds accumulate into one set of totals.
+    Variables are created through the graph's variable-creator stack whether they come from
+    `tf.compat.v1.metrics`, `get_variable` or a tf-keras Metric's `add_weight`.
+    """
+
+    def __init__(self) -> None:
+        self.created: list[Any] = []
+
+    def recording(self) -> Any:
+        def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+            variable = next_creator(**kwargs)
+            self.created.append(variable)
+            return variable
+
+        return tf.variable_creator_scope(creator)
+
+    def reusing(self, used: list[Any]) -> Any:
+        """A creator scope handing out the recorded variables; `used` collects them."""
+        def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+            del next_creator
+            if len(used) == len(self.created):
+                raise _VariantMismatch(
+                        "metric_fn created more variables than for the first batch size "
+                        "({})".format(len(self.created)))
+            variable = self.created[len(used)]
+            dtype = kwargs.get("dtype")
+            if dtype is not None and tf.as_dtype(dtype).base_dtype != variable.dtype.base_dtype:
+                raise _VariantMismatch(
+                        "metric_fn's variable #{} is {}, but {} for the first batch size"
+                        .format(len(used), tf.as_dtype(dtype).name, variable.dtype.name))
+            used.append(variable)
+            return variable
+
+        return tf.variable_creator_scope(creator)
+
+
+class _Variant:
+    """metric_fn built for one batch size: placeholders, the update call and the values."""
+
+    def __init__(self, placeholders: list[Any], shapes: list[tuple | None], update_op: Any,
+                 value_ops: dict[str, Any], names: list[str], keras_variables: list[Any]
+                 ) -> None:
+        self.placeholders = placeholders
+        self.keras_variables = keras_variables
+        self.shapes = shapes
+        self.update_op = update_op
+        self.value_ops = value_ops
+        self.names = names
+        self.run_update: Callable[..., Any] | None = None
+
+
 class HostMetrics:
     """Runs a legacy `metric_fn` on the host over a stream of gathered numpy batches.
 
-    The graph, placeholders, metric ops and session are built once in `__init__`; each
-    `update` is then a single pre-compiled session call, so per-batch cost stays at feeding
-    the arrays. `metric_fn` is called exactly as legacy's outfeed host call did: positionally
+    The graph, placeholders, metric ops and session are built in `__init__`; each `update`
+    is then a single pre-compiled session call, so per-batch cost stays at feeding the
+    arrays. `metric_fn` is called exactly as legacy's outfeed host call did: positionally
     when `structure` is a list/tuple, by keyword when it is a dict.
+
+    With a static batch axis (`static_replicas`), a batch of another row count (a padded
+    last batch's real rows) gets metric_fn built again for that count, over the same metric
+    variables: metric_fn always sees a static axis 0, as legacy TPU always gave it (some
+    metric_fns branch on it, e.g. google/automl efficientdet's `batch_map_fn`).
 
     Attributes:
         names: The metric names, sorted (legacy sorted them to keep the graph stable).
@@ -87,10 +156,10 @@ class HostMetrics:
                 shape, axis 0 being the batch axis (its size is ignored), e.g.
                 `tf.nest.map_structure(tf.TensorSpec.from_tensor, structure)`.
             static_replicas: None (default): metric_fn sees axis 0 as unknown, so any
-                number of rows may be fed (a padded last batch's real rows). An int N:
-                metric_fn sees axis 0 as N times the spec's (static) axis 0, as legacy
-                TPU's metric_fn saw the concatenated outfeed of N cores' fixed-shape
-                batches; every fed batch must then have that many rows.
+                number of rows may be fed. An int N: metric_fn sees axis 0 as N times the
+                spec's (static) axis 0, as legacy TPU's metric_fn saw the concatenated
+                outfeed of N cores' fixed-shape batches; a batch of another row count is
+                fed to metric_fn built again for that count (see the class docstring).
 
         Raises:
             ValueError: If `structure` is not a list/tuple/dict, `specs` does not match it,
@@ -114,56 +183,48 @@ class HostMetrics:
                     "specs {!r} for tensors {!r} ({}). Build them with "
                     "tf.nest.map_structure(tf.TensorSpec.from_tensor, tensors)."
                     .format(specs, structure, e)) from e
+        self._metric_fn = metric_fn
         self._structure = structure
         paths_and_specs = _flatten_with_paths(specs)
+        self._paths = [path for path, _ in paths_and_specs]
+        self._specs: list[tuple[tf.TensorShape, tf.DType]] = []
+        for path, spec in paths_and_specs:
+            shape = tf.TensorShape(spec.shape)
+            if shape.rank == 0:
+                raise RuntimeError(
+                        "All tensors outfed from TPU should preserve batch size "
+                        "dimension, but got scalar {} at eval_metrics[1]{}. Give it a "
+                        "leading batch axis, e.g. tf.reshape(x, [1]).".format(
+                                spec, "".join("[{!r}]".format(p) for p in path)))
+            self._specs.append((shape, tf.as_dtype(spec.dtype)))
+        self._dtypes = [np.dtype(dtype.as_numpy_dtype) for _, dtype in self._specs]
+        # Rows per leaf of the main build: None for an unknown axis 0.
+        self._rows: tuple | None = None
+        if static_replicas is not None:
+            self._rows = tuple(
+                    None if shape.rank is None or shape[0] is None
+                    else shape[0] * static_replicas for shape, _ in self._specs)
+            if all(rows is None for rows in self._rows):
+                self._rows = None
         self._graph = tf.Graph()
         self._session: tf.compat.v1.Session | None = None
+        self._shared = _SharedVariables()
+        self._variants: dict[tuple | None, _Variant | Exception] = {}
         with self._graph.as_default(), tf.device("/device:CPU:0"):
-            placeholders = []
-            self._dtypes: list[np.dtype] = []
-            self._shapes: list[tuple | None] = []
-            for path, spec in paths_and_specs:
-                shape = tf.TensorShape(spec.shape)
-                if shape.rank == 0:
-                    raise RuntimeError(
-                            "All tensors outfed from TPU should preserve batch size "
-                            "dimension, but got scalar {} at eval_metrics[1]{}. Give it a "
-                            "leading batch axis, e.g. tf.reshape(x, [1]).".format(
-                                    spec, "".join("[{!r}]".format(p) for p in path)))
-                if shape.rank is not None:
-                    rows = (None if static_replicas is None or shape[0] is None
-                            else shape[0] * static_replicas)
-                    shape = tf.TensorShape([rows]).concatenate(shape[1:])
-                dtype = tf.as_dtype(spec.dtype)
-                placeholders.append(tf.compat.v1.placeholder(
-                        dtype, shape, name=_placeholder_name(path)))
-                self._dtypes.append(np.dtype(dtype.as_numpy_dtype))
-                self._shapes.append(None if shape.rank is None else tuple(shape.as_list()))
-            self._paths = [path for path, _ in paths_and_specs]
-            args = tf.nest.pack_sequence_as(structure, placeholders)
-            try:
-                metric_ops = spec_lib.call_host_fn(metric_fn, args, "eval_metrics")
-            except (ValueError, TypeError) as e:
-                if not _uses_another_graph(e):
-                    raise
-                raise ModelFnObjectsError(
-                        "{}\n\nmetric_fn (eval_metrics[0]) uses a tensor or object (a lookup "
-                        "table, a tokenizer) that model_fn created, which HostMetrics' graph "
-                        "of its own cannot reach. Build metric_fn where model_fn's tensors "
-                        "live (`metrics.build_in_step`), or create the object inside "
-                        "metric_fn.".format(e)) from e
-            value_ops, update_ops, keras_variables = _split_metric_ops(metric_ops, self._graph)
-            self.names: list[str] = sorted(value_ops)
-            update_op = tf.group(*[update_ops[name] for name in self.names])
+            with self._shared.recording():
+                main = self._build(self._rows, scope=None)
+            self.names: list[str] = main.names
+            self._value_ops = main.value_ops
             reset_op = tf.group(tf.compat.v1.local_variables_initializer(),
-                                tf.compat.v1.variables_initializer(keras_variables))
+                                tf.compat.v1.variables_initializer(main.keras_variables))
             global_variables = tf.compat.v1.global_variables()
             global_init = tf.compat.v1.variables_initializer(global_variables)
             # Tables metric_fn made (a vocabulary): legacy's Scaffold initialised them once
             # per session, in its local_init_op.
             tables = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.TABLE_INITIALIZERS)
+            self._tables_initialized = len(tables)
             tables_init = tf.group(*tables) if tables else None
-        self._graph.finalize()
+        # Not finalized: a padded last batch may need metric_fn built for its row count.
         # The metric ops are tiny: one inter-op thread halves a step's latency. A per-session
         # pool keeps that choice from sizing the process-wide pool other sessions share.
         self._session = tf.compat.v1.Session(
@@ -180,15 +241,94 @@ class HostMetrics:
             self._session.run(global_init)
         if tables_init is not None:
             self._session.run(tables_init)
-        # Not `make_callable(feed_list=...)`: that is a full Session.run per call (see
-        # _tf_private.make_fed_callable); this is one C++ call per batch.
-        self._run_update = _tf_private.make_fed_callable(self._session, placeholders,
-                                                         [update_op])
+        self._main = main
+        self._variants[self._rows] = main
         self._run_values = self._session.make_callable(
-                {name: value_ops[name] for name in self.names})
+                {name: self._value_ops[name] for name in self.names})
         self._run_reset = self._session.make_callable(reset_op)
         self.reset()
         logging.info("Built host eval metrics: %s", ", ".join(self.names) or "(none)")
+
+    def _build(self, rows: tuple | None, scope: str | None) -> _Variant:
+        """Builds metric_fn on placeholders with `rows` as axis 0 (None: unknown)."""
+        placeholders, shapes = [], []
+        for index, (path, (shape, dtype)) in enumerate(zip(self._paths, self._specs)):
+            if shape.rank is not None:
+                shape = tf.TensorShape([None if rows is None else rows[index]]).concatenate(
+                        shape[1:])
+            placeholders.append(tf.compat.v1.placeholder(
+                    dtype, shape, name=_placeholder_name(path)))
+            shapes.append(None if shape.rank is None else tuple(shape.as_list()))
+        args = tf.nest.pack_sequence_as(self._structure, placeholders)
+        try:
+            if scope is None:
+                metric_ops = spec_lib.call_host_fn(self._metric_fn, args, "eval_metrics")
+            else:
+                # A scope of its own keeps `get_variable`'s names apart from the first
+                # build's, so they too reach the sharing creator.
+                with tf.compat.v1.variable_scope(scope):
+                    metric_ops = spec_lib.call_host_fn(self._metric_fn, args, "eval_metrics")
+        except (ValueError, TypeError) as e:
+            if isinstance(e, _VariantMismatch) or not _uses_another_graph(e):
+                raise
+            raise ModelFnObjectsError(
+                    "{}\n\nmetric_fn (eval_metrics[0]) uses a tensor or object (a lookup "
+                    "table, a tokenizer) that model_fn created, which HostMetrics' graph "
+                    "of its own cannot reach. Build metric_fn where model_fn's tensors "
+                    "live (`metrics.build_in_step`), or create the object inside "
+                    "metric_fn.".format(e)) from e
+        value_ops, update_ops, keras_variables = _split_metric_ops(metric_ops, self._graph)
+        names = sorted(value_ops)
+        update_op = tf.group(*[update_ops[name] for name in names])
+        return _Variant(placeholders, shapes, update_op, value_ops, names, keras_variables)
+
+    def _variant_for(self, rows: tuple) -> _Variant | Exception:
+        """The build of metric_fn taking `rows` rows per leaf, made on first use."""
+        if self._rows is None:
+            return self._main
+        key: tuple | None = rows if len(self._variants) <= _MAX_STATIC_VARIANTS else None
+        if key in self._variants:
+            return self._variants[key]
+        variant: _Variant | Exception
+        try:
+            variant = self._build_shared(key)
+        except Exception as e:  # pylint: disable=broad-except
+            if key is None:
+                variant = e
+            else:
+                # A metric_fn that cannot take this static count may take an unknown one.
+                variant = self._variants.get(None) or e
+                if None not in self._variants:
+                    try:
+                        variant = self._build_shared(None)
+                    except Exception:  # pylint: disable=broad-except
+                        variant = e
+                    self._variants[None] = variant
+        self._variants[key] = variant
+        return variant
+
+    def _build_shared(self, rows: tuple | None) -> _Variant:
+        used: list[Any] = []
+        scope = "rows_" + ("unknown" if rows is None else "_".join(map(str, rows)))
+        with self._graph.as_default(), tf.device("/device:CPU:0"):
+            with self._shared.reusing(used):
+                variant = self._build(rows, scope=scope)
+            if len(used) != len(self._shared.created):
+                raise _VariantMismatch(
+                        "metric_fn created {} variables for batches of {} rows, {} for the "
+                        "first batch size".format(len(used), rows, len(self._shared.created)))
+            if variant.names != self.names:
+                raise _VariantMismatch(
+                        "metric_fn returned metrics {} for batches of {} rows, {} for the "
+                        "first batch size".format(variant.names, rows, self.names))
+            tables = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.TABLE_INITIALIZERS)
+            new_tables = tables[self._tables_initialized:]
+            self._tables_initialized = len(tables)
+        if new_tables:
+            self._session.run(new_tables)
+        logging.info("metric_fn built again for a batch of %s rows (legacy TPU gave it a "
+                     "static batch axis), sharing the metric variables", rows or "unknown")
+        return variant
 
     def reset(self) -> None:
         """Zeroes every metric's accumulators; legacy metrics restarted at each evaluate."""
@@ -204,8 +344,8 @@ class HostMetrics:
                 all have zero rows is skipped.
 
         Raises:
-            ValueError: If `batch` does not match `structure`, or an array's dtype or shape
-                does not fit its spec.
+            ValueError: If `batch` does not match `structure`, an array's dtype or shape
+                does not fit its spec, or metric_fn cannot be built for its row count.
         """
         self._require_open()
         try:
@@ -217,8 +357,8 @@ class HostMetrics:
                     .format(self._structure, batch, e)) from e
         arrays = []
         empty = True
-        for path, leaf, dtype, shape in zip(self._paths, tf.nest.flatten(batch), self._dtypes,
-                                            self._shapes):
+        for path, leaf, dtype, (shape, _) in zip(self._paths, tf.nest.flatten(batch),
+                                                 self._dtypes, self._specs):
             array = np.asarray(leaf)
             if array.dtype != dtype:
                 if not np.can_cast(array.dtype, dtype, casting="same_kind"):
@@ -227,26 +367,35 @@ class HostMetrics:
                             "gathered values of the eval_metrics tensor unchanged.".format(
                                     _path_str(path), array.dtype, dtype))
                 array = array.astype(dtype)
-            if (shape is not None and array.ndim == len(shape) and shape[0] is not None
-                    and array.ndim and array.shape[0] != shape[0]):
-                raise ValueError(
-                        "`batch`{} has {} rows, but metric_fn was built for batches of {} "
-                        "(it needed a static batch axis, as legacy TPU gave it: full batches "
-                        "only). Give full batches (`batch(..., drop_remainder=True)`, as "
-                        "legacy TPU evaluation required) or evaluate a number of steps the "
-                        "input fills.".format(_path_str(path), array.shape[0], shape[0]))
-            if shape is not None and (array.ndim != len(shape) or any(
-                    d is not None and d != a for d, a in zip(shape, array.shape))):
+            if shape.rank is not None and (array.ndim != shape.rank or any(
+                    d is not None and d != a for d, a in zip(shape.as_list()[1:],
+                                                             array.shape[1:]))):
                 raise ValueError(
                         "`batch`{} has shape {}, but its spec needs {} (batch axis first). "
                         "Concatenate the replicas' values along axis 0.".format(
-                                _path_str(path), array.shape, list(shape)))
+                                _path_str(path), array.shape, [None] + shape.as_list()[1:]))
             if array.ndim == 0 or array.shape[0]:
                 empty = False
             arrays.append(np.require(array, requirements="C"))
         if empty and arrays:
             return
-        self._run_update(*arrays)
+        variant = self._variant_for(tuple(a.shape[0] if a.ndim else None for a in arrays))
+        if isinstance(variant, Exception):
+            raise ValueError(
+                    "`batch` has {} rows, but metric_fn was built for batches of {} and "
+                    "cannot be built for this many ({}: {}). It needs a static batch axis, "
+                    "as legacy TPU gave it: full batches only. Give full batches "
+                    "(`batch(..., drop_remainder=True)`, as legacy TPU evaluation required) "
+                    "or evaluate a number of steps the input fills.".format(
+                            [a.shape[0] for a in arrays], list(self._rows or ()),
+                            type(variant).__name__, str(variant).splitlines()[0]
+                            if str(variant) else "")) from variant
+        if variant.run_update is None:
+            # Not `make_callable(feed_list=...)`: that is a full Session.run per call (see
+            # _tf_private.make_fed_callable); this is one C++ call per batch.
+            variant.run_update = _tf_private.make_fed_callable(
+                    self._session, variant.placeholders, [variant.update_op])
+        variant.run_update(*arrays)
 
     def result(self) -> dict[str, np.generic | np.ndarray]:
         """Reads every metric value: numpy scalars of each value's dtype, keyed by name."""
