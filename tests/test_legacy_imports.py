@@ -136,6 +136,20 @@ _FORMS = [
      "m.LoggingTensorHook", tf.compat.v1.train.LoggingTensorHook),
     ("from tensorflow.compat.v1.estimator.experimental import stop_if_no_decrease_hook as m",
      "m.__name__", "stop_if_no_decrease_hook"),
+    # tensor2tensor 1.15.7 (`utils/contrib.py` takes its TF1 branch once tensorflow.contrib
+    # imports) and mesh_tensorflow 0.1.21 (`transformer/utils.py`).
+    ("from tensorflow.contrib import framework as m", "m.sort", tf.sort),
+    ("from tensorflow.contrib import framework as m", "m.argsort", tf.argsort),
+    ("from tensorflow.contrib import framework as m", "m.load_checkpoint",
+     tf.train.load_checkpoint),
+    ("from tensorflow.contrib import util as m", "m.constant_value", tf.get_static_value),
+    ("from tensorflow.contrib import learn as m", "issubclass(m.RunConfig, RC)", True),
+    ("from tensorflow.contrib.tpu.python.tpu import tpu_estimator as m",
+     "m.ExportSavedModelApiVersion.V1.value", 1),
+    ("from tensorflow.python.tpu import tpu_config as m", "m.TPUConfig", _T.TPUConfig),
+    ("from tensorflow.python.tpu import tpu_estimator as m", "m.TPUEstimator", _T.TPUEstimator),
+    ("from tensorflow.python.tpu import tpu_estimator as m", "m.ExportSavedModelApiVersion",
+     lambda: legacy_imports.ExportSavedModelApiVersion),
     # google-research/bigbird core/utils.py (every bigbird module imports compat.v2).
     ("import tensorflow.compat.v2 as tf\nm = tf.compat.v1.estimator.tpu",
      "m.InputPipelineConfig.SLICED", _T.InputPipelineConfig.SLICED),
@@ -146,7 +160,8 @@ _FORMS = [
 
 
 def _check_form(statement, bound, expected, builtins_dict=None):
-    ns = _exec(f"{statement}\nvalue = {bound}", builtins_dict)
+    ns = _exec(f"from tpu_estimator_compat import RunConfig as RC\n{statement}\n"
+               f"value = {bound}", builtins_dict)
     if getattr(expected, "__name__", None) == "<lambda>":
         expected = expected()  # Looked up now: another test may have installed a mapping.
     assert ns["value"] is expected or ns["value"] == expected, (statement, ns["value"])
@@ -312,3 +327,63 @@ def test_launcher_runs_the_legacy_import_forms(launched, mode):
     assert "layer_norm tf_slim.layers.layers tf_slim.ops.arg_scope" in lines
     assert "hub exporter Exporter" in lines
     assert "async hook class AsyncCheckpointSaverHook" in lines
+
+
+def test_tf2_private_tpu_modules_that_tensorflow_has_stay_tensorflow_s():
+    from tensorflow.python.tpu import tpu_feed  # pylint: disable=import-outside-toplevel
+
+    assert tpu_feed.__file__.endswith("tpu_feed.py")
+    with pytest.raises(ImportError):
+        _exec("from tensorflow.python.tpu import no_such_module")
+
+
+def test_tensor2tensor_contrib_idioms_in_a_tpu_estimator_run(tmp_path):
+    """tensor2tensor's TF1 branch: a model function decorated with
+    `contrib.framework.deprecated`, `sort`/`argsort`/`get_name_scope`/`util.constant_value`
+    inside model_fn, hooks through `contrib.learn.monitors.replace_monitors_with_hooks`,
+    `export_saved_model_api_version=tpu_estimator.ExportSavedModelApiVersion.V1`."""
+    ns = _exec("""
+        import numpy as np
+        import tensorflow.compat.v1 as tf
+        from tensorflow.contrib import framework, learn, util
+        from tensorflow.contrib.tpu.python.tpu import tpu_config, tpu_estimator
+
+        @framework.deprecated(None, "Use something else.")
+        def body(x):
+            return tf.layers.dense(x, 1)
+
+        seen = {}
+
+        def model_fn(features, labels, mode, params):
+            with tf.variable_scope("model"):
+                seen["scope"] = framework.get_name_scope()
+                seen["k"] = util.constant_value(tf.constant(2))
+                top = framework.sort(features, axis=1, direction="DESCENDING")[:, :seen["k"]]
+                order = framework.argsort(features, axis=1)
+                out = body(tf.concat([top, tf.cast(order, tf.float32)], axis=1))
+            loss = tf.losses.mean_squared_error(labels, out)
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(
+                loss, global_step=tf.train.get_global_step())
+            return tpu_estimator.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+        def input_fn(params):
+            x = np.arange(32, dtype=np.float32).reshape(8, 4) / 32
+            return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(
+                params["batch_size"], drop_remainder=True)
+
+        def run(model_dir):
+            config = tpu_config.RunConfig(
+                model_dir=model_dir, tpu_config=tpu_config.TPUConfig(iterations_per_loop=2))
+            est = tpu_estimator.TPUEstimator(
+                model_fn=model_fn, config=config, use_tpu=False, train_batch_size=4,
+                export_saved_model_api_version=tpu_estimator.ExportSavedModelApiVersion.V1)
+            hooks = learn.monitors.replace_monitors_with_hooks(
+                [tf.train.StopAtStepHook(last_step=4)], est)
+            est.train(input_fn, max_steps=4, hooks=hooks)
+            return est
+    """)
+    est = ns["run"](str(tmp_path))
+    assert est.get_variable_value("global_step") == 4
+    assert ns["seen"]["k"] == 2 and ns["seen"]["scope"].endswith("model")
+    with pytest.raises(aliases.LegacySymbolError, match="tf.contrib.learn.monitors"):
+        ns["learn"].monitors.replace_monitors_with_hooks([object()], est)

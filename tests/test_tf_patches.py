@@ -67,6 +67,8 @@ PATCHED_SYMBOLS = {
     "tf_slim_support.cond": ("tensorflow.python.ops.control_flow_ops.cond",),
     "tf_slim_support.while_loop": ("tensorflow.python.ops.control_flow_ops.while_loop",),
     "tf_slim_support.variable": ("tensorflow.python.ops.variable_scope.variable",),
+    "tf_slim_support.register_tensor_conversion_function": (
+        "tensorflow.python.framework.ops.register_tensor_conversion_function",),
     "tf_slim_support.batch_normalization":
         ("tensorflow.python.layers.normalization.normalization",),
     "v1_file_writer.init": ("tensorflow.compat.v1.summary.FileWriter.__init__",),

@@ -37,7 +37,7 @@ def _run(build, feed=None):
 
 def test_install_adds_every_name_and_uninstall_removes_them_again():
     names = [p.name for p in _tf_patches.PATCHES if p.name.startswith("tf_slim_support.")]
-    assert len(names) == 10
+    assert len(names) == 11
     from tensorflow.python.framework import ops  # pylint: disable=import-outside-toplevel
     from tensorflow.python.ops import control_flow_ops  # pylint: disable=import-outside-toplevel
     assert ops.Tensor is tf.Tensor and ops.IndexedSlices is tf.IndexedSlices
@@ -48,6 +48,21 @@ def test_install_adds_every_name_and_uninstall_removes_them_again():
     finally:
         tf_slim_support.install()
     assert ops.Tensor is tf.Tensor
+
+
+def test_register_tensor_conversion_function_is_back_where_mesh_tensorflow_calls_it():
+    """mesh_tensorflow 0.1.21 `tpu_variables.py` registers `ReplicatedVariable` with
+    `ops.register_tensor_conversion_function` at import (tensor2tensor's models import it)."""
+    from tensorflow.python.framework import ops  # pylint: disable=import-outside-toplevel
+
+    class Replicated:
+        def __init__(self, value):
+            self.value = value
+
+    ops.register_tensor_conversion_function(
+        Replicated, lambda v, dtype=None, name=None, as_ref=False: tf.constant(v.value, dtype))
+    assert tf.convert_to_tensor(Replicated([1.0, 2.0])).numpy().tolist() == [1.0, 2.0]
+    assert tf.add(Replicated(3.0), 1.0).numpy() == 4.0
 
 
 # -- tfexample_decoder.Image (object_detection's image decoders).

@@ -419,3 +419,13 @@ PATCHES += tuple(
           why=f"TF 2.21 moved or removed this name; tf-slim 1.1.0 still reads it in {callers}.",
           build=f"tpu_estimator_compat.tf_slim_support:{builder}")
     for name, target, builder, callers in _TF_SLIM_MOVED)
+PATCHES += (
+    Patch(name="tf_slim_support.register_tensor_conversion_function",
+          target="tensorflow.python.framework.ops.register_tensor_conversion_function",
+          may_be_absent=True,
+          why="The other TF1-era TPU library real TPUEstimator code imports, mesh_tensorflow "
+              "0.1.21 (its last release; tensor2tensor's models import it), registers its "
+              "`ReplicatedVariable` with this at import time (`tpu_variables.py`); TF 2.21 "
+              "keeps the function only as `tf.register_tensor_conversion_function`.",
+          build="tpu_estimator_compat.tf_slim_support:register_tensor_conversion_function"),
+)

@@ -484,3 +484,20 @@ def own_component(variable):
     (tensorflow/python/distribute/values.py: DistributedValues._get_on_device_or_primary).
     """
     return variable._get_on_device_or_primary()  # pylint: disable=protected-access
+
+
+# `tf.contrib.framework` re-exported TensorFlow's deprecation decorators and name-scope helpers
+# (TF 1.15 contrib/framework/__init__.py and its python/framework package). TF 2.21 still
+# defines them, with the same signatures, but only in private modules
+# (tensorflow/python/util/deprecation.py, tensorflow/python/framework/ops.py); tensor2tensor
+# decorates model functions with `contrib.framework().deprecated(...)` at import time.
+def contrib_framework_names() -> dict:
+    """TF 1.15 `tf.contrib.framework` names TensorFlow keeps only privately."""
+    from tensorflow.python.util import deprecation  # pylint: disable=import-outside-toplevel
+
+    return {"deprecated": deprecation.deprecated,
+            "deprecated_args": deprecation.deprecated_args,
+            "deprecated_arg_values": deprecation.deprecated_arg_values,
+            "get_name_scope": _ops.get_name_scope,
+            "prepend_name_scope": _ops.prepend_name_scope,
+            "strip_name_scope": _ops.strip_name_scope}

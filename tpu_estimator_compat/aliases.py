@@ -33,6 +33,7 @@ import tensorflow as tf
 from absl import logging
 
 from tpu_estimator_compat import _tf_patches
+from tpu_estimator_compat import _tf_private
 
 _ESTIMATOR_MODULE = "tensorflow.compat.v1.estimator"
 # Every importable name of the estimator namespace (the nested API roots such as
@@ -400,7 +401,8 @@ def build_estimator_namespace() -> AliasNamespace:
 # ---------------------------------------------------------------------------------------------
 
 _CONTRIB_SERVED = ("tpu", "cluster_resolver", "layers", "framework", "metrics", "data", "slim",
-                   "training", "summary", "rnn", "stateless", "estimator.clip_gradients_by_norm")
+                   "training", "summary", "rnn", "stateless", "util",
+                   "learn.RunConfig", "estimator.clip_gradients_by_norm")
 CONTRIB_HINT = (
     "tf.contrib was removed in TensorFlow 2 and no maintained library keeps this symbol under "
     "its legacy name (served: tf.contrib.{}). Replace it in your code with its TF2 or tf-slim "
@@ -458,6 +460,82 @@ def _rnn_members() -> dict[str, Any]:
     members = {name: getattr(v1.nn.rnn_cell, name) for name in _RNN_CELLS}
     members.update({name: getattr(v1.nn, name) for name in _RNN_FUNCTIONS})
     return members
+
+
+def _framework_members() -> dict[str, Any]:
+    """TF 1.15's contrib.framework names that tf-slim does not keep (tf-slim serves its
+    variables, arg_scope and checkpoint-assignment functions): the same TensorFlow functions
+    under their TF2 names (`sort`, `argsort`, the checkpoint readers, ...) and the deprecation
+    decorators and name-scope helpers TensorFlow keeps privately."""
+    v1 = tf.compat.v1
+    members = {"nest": tf.nest, "sort": tf.sort, "argsort": tf.argsort,
+               "is_tensor": tf.is_tensor, "broadcast_to": tf.broadcast_to,
+               "convert_to_tensor_or_sparse_tensor": v1.convert_to_tensor_or_sparse_tensor,
+               "load_checkpoint": tf.train.load_checkpoint,
+               "list_variables": tf.train.list_variables,
+               "load_variable": tf.train.load_variable,
+               "init_from_checkpoint": v1.train.init_from_checkpoint}
+    members.update(_tf_private.contrib_framework_names())
+    return members
+
+
+def _util_members() -> dict[str, Any]:
+    """TF 1.15's contrib.util: TensorFlow's tensor_util functions, public in TF2 under these
+    names (`constant_value` is `tf.get_static_value`)."""
+    return {"constant_value": tf.get_static_value,
+            "make_tensor_proto": tf.make_tensor_proto,
+            "make_ndarray": tf.make_ndarray}
+
+
+def _learn_run_config_class() -> type:
+    """`tf.contrib.learn.RunConfig`: TF 1.15's was the core RunConfig plus three arguments for
+    the `ConfigProto` it built (its `tf_config`); the rest of contrib.learn (Experiment,
+    learn_runner, its estimators) fails on use by name. tensor2tensor reads it whenever
+    `tensorflow.contrib` imports (`trainer_lib.create_run_config`)."""
+    import tpu_estimator_compat
+
+    class RunConfig(tpu_estimator_compat.RunConfig):
+        __doc__ = _learn_run_config_class.__doc__
+
+        def __init__(self, master: str | None = None, num_cores: int = 0,
+                     log_device_placement: bool = False, gpu_memory_fraction: float = 1,
+                     **kwargs: Any) -> None:
+            super().__init__(master=master, **kwargs)
+            self._learn_tf_config = tf.compat.v1.ConfigProto(
+                log_device_placement=log_device_placement,
+                inter_op_parallelism_threads=num_cores,
+                intra_op_parallelism_threads=num_cores,
+                gpu_options=tf.compat.v1.GPUOptions(
+                    per_process_gpu_memory_fraction=gpu_memory_fraction))
+
+        @property
+        def tf_config(self) -> Any:
+            return self._learn_tf_config
+
+    RunConfig.__module__ = f"{_CONTRIB_MODULE}.learn"
+    return RunConfig
+
+
+def replace_monitors_with_hooks(monitors_or_hooks: Any, estimator: Any) -> list:
+    """`tf.contrib.learn.monitors.replace_monitors_with_hooks`: the SessionRunHooks as they are.
+    contrib.learn's monitors are gone with it; one in the list fails by name."""
+    del estimator  # Legacy used it only to convert monitors.
+    hooks = list(monitors_or_hooks or [])
+    for hook in hooks:
+        if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
+            raise LegacySymbolError(
+                f"`tf.contrib.learn.monitors` ({type(hook).__name__}) is not available on "
+                f"TensorFlow 2 through tpu_estimator_compat. {CONTRIB_HINT}")
+    return hooks
+
+
+def _learn_members() -> dict[str, Any]:
+    monitors = AliasNamespace(f"{_CONTRIB_MODULE}.learn.monitors", "tf.contrib.learn.monitors",
+                              "Legacy tf.contrib.learn.monitors.",
+                              members={"replace_monitors_with_hooks":
+                                       replace_monitors_with_hooks},
+                              hint=CONTRIB_HINT)
+    return {"RunConfig": _learn_run_config_class(), "monitors": monitors}
 
 
 def _stateless_members() -> dict[str, Any]:
@@ -563,7 +641,9 @@ def build_contrib_namespace() -> AliasNamespace:
         "cluster_resolver": sub("cluster_resolver", [lambda: v1.distribute.cluster_resolver],
                                 {"TPUClusterResolver": TPUClusterResolver}),
         "layers": sub("layers", [_tf_slim_module("layers"), _tf_slim]),
-        "framework": sub("framework", [_tf_slim], {"nest": tf.nest}),
+        "framework": sub("framework", [_tf_slim], _framework_members()),
+        "util": lambda: sub("util", [], _util_members())(),
+        "learn": lambda: sub("learn", [], _learn_members())(),
         "metrics": sub("metrics", [_tf_slim_module("metrics")]),
         "data": sub("data", [lambda: v1.data.experimental]),
         # HParams is this library's; tf-slim's `training` and `training.evaluation` are

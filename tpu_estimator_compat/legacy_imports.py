@@ -21,6 +21,7 @@ It must not know about TF1 mode, the launcher's command line, or how estimators 
 
 from __future__ import annotations
 
+import enum
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -36,7 +37,16 @@ _TFE = "tensorflow_estimator"
 _TFE_PRIVATE = "tensorflow_estimator.python.estimator"
 _TF_PRIVATE_ESTIMATOR = "tensorflow.python.estimator"
 _ESTIMATOR_ROOTS = aliases.ESTIMATOR_MODULE_NAMES
-_PREFIXES = (_CONTRIB, _TFE, _TF_PRIVATE_ESTIMATOR) + _ESTIMATOR_ROOTS
+# TensorFlow up to 2.15 kept stubs under `tensorflow.python.tpu` that re-exported
+# tensorflow-estimator's TPU modules (`from tensorflow_estimator.python.estimator.tpu.tpu_config
+# import *`); TF 2.16 dropped them. mesh_tensorflow (`transformer/utils.py`: `from
+# tensorflow.python.tpu import tpu_config, tpu_estimator`) imports them; they serve the same
+# modules as `tensorflow_estimator.python.estimator.tpu.<name>`, only where TensorFlow itself
+# has no module of that name.
+_TF_PRIVATE_TPU = "tensorflow.python.tpu"
+_TF_TPU_STUBS = frozenset(("error_handling", "tpu_config", "tpu_context", "tpu_estimator",
+                           "util"))
+_PREFIXES = (_CONTRIB, _TFE, _TF_PRIVATE_ESTIMATOR, _TF_PRIVATE_TPU + ".") + _ESTIMATOR_ROOTS
 
 # The private modules of tensorflow-estimator 2.15.0 (its package tree, tests and the generated
 # `api` excluded), relative to `tensorflow_estimator.python.estimator`. TF 1.x shipped the same
@@ -91,12 +101,24 @@ def _tpu_embedding_names(names: Sequence[str]) -> dict[str, Any]:
 _TPU_EMBEDDING_EXPORTS = ("AdagradParameters", "AdamParameters", "EmbeddingConfigSpec",
                           "StochasticGradientDescentParameters")
 
+class ExportSavedModelApiVersion(enum.Enum):
+    """Legacy `tpu_estimator.ExportSavedModelApiVersion`, the value of `TPUEstimator`'s
+    `export_saved_model_api_version` (tensor2tensor `trainer_lib.create_estimator` reads `.V1`
+    whenever it builds a TPUEstimator). This library takes either and exports the same
+    `serve` SavedModel (V2's `model_fn_inference_on_tpu` rewrite is TPU-only)."""
+
+    V1 = 1
+    V2 = 2
+
+
 # Private helpers and names real code called through the private module paths, by module:
 # legacy `tpu_estimator` re-exported the embedding spec and three parameter classes.
 _PRIVATE_HELPERS: dict[str, Callable[[], dict[str, Any]]] = {
     "estimator": lambda: {
         "_load_global_step_from_checkpoint_dir": _load_global_step_from_checkpoint_dir},
-    "tpu.tpu_estimator": lambda: _tpu_embedding_names(_TPU_EMBEDDING_EXPORTS),
+    "tpu.tpu_estimator": lambda: {
+        **_tpu_embedding_names(_TPU_EMBEDDING_EXPORTS),
+        "ExportSavedModelApiVersion": ExportSavedModelApiVersion},
     "tpu._tpu_estimator_embedding": lambda: _tpu_embedding_names(
         _TPU_EMBEDDING_EXPORTS + ("FtrlParameters", "EmbeddingConfig")),
 }
@@ -133,8 +155,9 @@ def _estimator_sources() -> list[Callable[[], Any]]:
         lambda: _estimator().tpu.experimental]
 
 
-def _build_private_estimator(name: str, relative: str) -> types.ModuleType:
-    display = name.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
+def _build_private_estimator(name: str, relative: str,
+                             display: str | None = None) -> types.ModuleType:
+    display = display or name.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
     return _namespace(name, display, _estimator_sources(),
                       members=_PRIVATE_HELPERS.get(relative, dict)(),
                       hint=aliases.ESTIMATOR_HINT)
@@ -159,6 +182,12 @@ def _build_contrib(name: str, parts: Sequence[str]) -> types.ModuleType | None:
             return _tf_slim_module(rest[len(prefix):])
     if parts[0].startswith("_"):
         return None
+    if len(parts) == 4 and parts[:3] == ["tpu", "python", "tpu"] and parts[3] in _TF_TPU_STUBS:
+        # TF 1.15's contrib.tpu.python.tpu.tpu_estimator (and its siblings) re-exported
+        # `tensorflow.python.tpu.<name>`, itself tensorflow-estimator's: one module, private
+        # names included (`tpu_estimator.ExportSavedModelApiVersion`).
+        relative = f"tpu.{parts[3]}"
+        return _build_private_estimator(name, relative, f"{_TFE_PRIVATE}.{relative}")
     sub = getattr(contrib, parts[0])
     if len(parts) == 1:
         return sub
@@ -212,6 +241,18 @@ def _under(fullname: str, prefix: str) -> bool:
     return fullname == prefix or fullname.startswith(prefix + ".")
 
 
+def _tf_tpu_stub(fullname: str) -> str | None:
+    """`tpu.<name>` when `fullname` is one of TF 2.15's `tensorflow.python.tpu` stubs that this
+    TensorFlow does not have, else None (every other `tensorflow.python.tpu` module is TF's)."""
+    parent, _, name = fullname.rpartition(".")
+    if parent != _TF_PRIVATE_TPU or name not in _TF_TPU_STUBS:
+        return None
+    package = importlib.import_module(_TF_PRIVATE_TPU)
+    if importlib.machinery.PathFinder.find_spec(fullname, package.__path__) is not None:
+        return None
+    return f"tpu.{name}"
+
+
 def build_module(fullname: str) -> types.ModuleType | None:
     """The module served under `fullname`, None when `fullname` is not a legacy path.
 
@@ -219,6 +260,10 @@ def build_module(fullname: str) -> types.ModuleType | None:
     """
     if not fullname.startswith(_PREFIXES) or not aliases.installed_namespaces():
         return None
+    if fullname.startswith(_TF_PRIVATE_TPU + "."):
+        relative = _tf_tpu_stub(fullname)
+        return (None if relative is None else
+                _build_private_estimator(fullname, relative, _TFE_PRIVATE + "." + relative))
     if _under(fullname, _CONTRIB):
         module = _build_contrib(fullname, fullname.split(".")[2:])
     elif fullname == _TFE:
@@ -288,4 +333,5 @@ def install_finder() -> None:
 def serves(fullname: str) -> bool:
     """True for `tensorflow.*` paths whose modules only this finder has (not attributes of
     `tf.compat.v1`): TF1 mode sends imports of these to the real import system."""
-    return _under(fullname, _CONTRIB) or _under(fullname, _TF_PRIVATE_ESTIMATOR)
+    return (_under(fullname, _CONTRIB) or _under(fullname, _TF_PRIVATE_ESTIMATOR)
+            or (fullname.startswith(_TF_PRIVATE_TPU + ".") and _tf_tpu_stub(fullname) is not None))

@@ -114,6 +114,14 @@ def v1_layers_module(original: Any) -> Any:
     return _V1Layers()
 
 
+def register_tensor_conversion_function(original: Any) -> Any:
+    """`ops.register_tensor_conversion_function`, now `tf.register_tensor_conversion_function`
+    (tensor_conversion_registry.py). Not a tf-slim call: mesh_tensorflow registers its
+    `ReplicatedVariable` with it at import time."""
+    del original  # Absent on TF 2.21.
+    return tf.register_tensor_conversion_function
+
+
 def install() -> None:
     """Puts every name tf-slim 1.1.0 reaches back into TensorFlow's modules. Idempotent."""
     _tf_patches.install("tf_slim_support")
