@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 from conftest import make_strategy
 
-from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
+                                  TPUEstimatorSpec)
 from tpu_estimator_compat import _tf_patches, cross_shard
 
 LR = 0.01
@@ -453,6 +454,93 @@ def test_tensorflow_itself_still_sees_no_shard_context_inside_model_fn():
         assert not _tf_private.in_legacy_tpu_shard_context()
     assert (as_model_code, as_tf["count"]) == (8, None)
     assert tpu_function.get_tpu_context().number_of_shards is None
+
+
+# The XLA context model code reads inside model_fn
+
+
+def _is_xla_compiled():
+    """tensor2tensor `common_layers.is_xla_compiled()`: legacy's TPU-path switch."""
+    from tensorflow.python.ops import control_flow_util  # pylint: disable=g-direct-tensorflow-import
+
+    context = tf.compat.v1.get_default_graph()._get_control_flow_context()  # pylint: disable=protected-access
+    return control_flow_util.GetContainingXLAContext(context) is not None
+
+
+_XLA_SEEN = []
+
+
+def _xla_switch_model_fn(features, labels, mode, params):
+    """tensor2tensor's EVAL: a TPUEstimatorSpec with eval_metrics when XLA-compiled, else an
+    EstimatorSpec with eval_metric_ops (which TPU evaluation refuses)."""
+    from tensorflow.python.ops import control_flow_util  # pylint: disable=g-direct-tensorflow-import
+
+    v1 = tf.compat.v1
+    xla = _is_xla_compiled()
+    _XLA_SEEN.append(xla)
+    logits = v1.layers.dense(features, 2, name="dense")
+    # contrib.seq2seq's `_is_xla_tensor`: the op-level question.
+    assert control_flow_util.IsInXLAContext(logits.op) is xla
+    # TensorFlow's own control flow is built as before: lowered to Switch/Merge off XLA.
+    _, = tf.while_loop(lambda i: i < 3, lambda i: [i + 1], [tf.constant(0)])
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    if mode == "train":
+        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+                loss, v1.train.get_global_step())
+        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+    predictions = tf.argmax(logits, 1)
+    if xla:
+        metric_fn = lambda labels, predictions: {  # noqa: E731
+                "accuracy": v1.metrics.accuracy(labels, predictions)}
+        return TPUEstimatorSpec(mode, loss=loss, eval_metrics=(metric_fn, [labels, predictions]))
+    return EstimatorSpec(
+            mode, loss=loss, eval_metric_ops={"accuracy": v1.metrics.accuracy(labels, predictions)})
+
+
+@pytest.mark.parametrize("use_tpu", [True, False])
+def test_model_code_sees_the_xla_context_legacy_tpu_built_model_fn_in(tmp_path, strategy,
+                                                                      use_tpu):
+    """Legacy built a use_tpu=True model_fn inside `tpu.rewrite`; tensor2tensor asks for that
+    XLA context to return its TPU spec. Model code gets it there (and not with
+    use_tpu=False), so evaluation runs on every replica; TensorFlow's own control flow and
+    every other thread still see none."""
+    x = np.random.RandomState(0).randn(32, 3).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    seen = _XLA_SEEN
+    seen.clear()
+    config = RunConfig(model_dir=str(tmp_path), eval_distribute=strategy,
+                       train_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=2))
+    est = TPUEstimator(model_fn=_xla_switch_model_fn, config=config, use_tpu=use_tpu,
+                       train_batch_size=16, eval_batch_size=16)
+    input_fn = lambda params: tf.data.Dataset.from_tensor_slices((x, y)).batch(  # noqa: E731
+            params["batch_size"], drop_remainder=True)
+    est.train(lambda params: input_fn(params).repeat(), max_steps=2)
+    if not use_tpu and strategy.num_replicas_in_sync > 1:
+        return  # eval_metric_ops on several replicas is refused (test_replica_step).
+    results = est.evaluate(input_fn)
+    assert set(seen) == {use_tpu}
+    assert 0.0 <= results["accuracy"] <= 1.0 and results["global_step"] == 2
+    assert not _is_xla_compiled()
+
+
+def test_tensorflow_itself_still_sees_no_xla_context_inside_model_fn():
+    from tensorflow.python.ops import control_flow_util  # pylint: disable=g-direct-tensorflow-import
+
+    graph = tf.Graph()
+    with graph.as_default(), cross_shard.shard_count(8):
+        op = tf.constant(1.0).op
+        as_model_code = (_is_xla_compiled(), control_flow_util.IsInXLAContext(op))
+        as_tf = {"__name__": "tensorflow.python.ops.while_v2", "cfu": control_flow_util,
+                 "graph": graph, "op": op}
+        exec("answer = (cfu.GraphOrParentsInXlaContext(graph), cfu.IsInXLAContext(op))",  # pylint: disable=exec-used
+             as_tf)
+        tf.while_loop(lambda i: i < 3, lambda i: i + 1, [tf.constant(0)])
+    while_ops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
+    assert as_model_code == (True, True)
+    assert as_tf["answer"] == (False, False)
+    assert len(while_ops) == 1 and while_ops[0].get_attr("_lower_using_switch_merge")
+    with graph.as_default():
+        assert not _is_xla_compiled()
 
 
 def _accumulating_model_fn(features, labels, mode, params):

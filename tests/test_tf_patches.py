@@ -88,6 +88,10 @@ PATCHED_SYMBOLS = {
     "tf1_names.scoped_collections": ("tensorflow.Graph.get_collection",),
     "cross_shard.number_of_shards":
         ("tensorflow.python.tpu.tpu_function.TpuContext.number_of_shards",),
+    "cross_shard.xla_context":
+        ("tensorflow.python.ops.control_flow_util.GetContainingXLAContext",),
+    "cross_shard.in_xla_context":
+        ("tensorflow.python.ops.control_flow_util.IsInXLAContext",),
     "warm_start.init_from_checkpoint": ("tensorflow.compat.v1.train.init_from_checkpoint",),
     "warm_start.Saver": ("tensorflow.compat.v1.train.Saver",),
     "hooks.Saver": ("tensorflow.compat.v1.train.Saver",
@@ -111,6 +115,8 @@ _SCOPED_ARGS = {
     "variables.local_update_in_control_flow": lambda: (),
     "tf1_names.scoped_collections": lambda: (),
     "cross_shard.number_of_shards": lambda: (),
+    "cross_shard.xla_context": lambda: (),
+    "cross_shard.in_xla_context": lambda: (),
     "warm_start.init_from_checkpoint": lambda: (warm_start.InitPlan(),),
     "warm_start.Saver": lambda: (),
     "hooks.Saver": lambda: (),

@@ -310,6 +310,27 @@ PATCHES: tuple[Patch, ...] = (
             "library reads the replica count. The context is only reachable privately.",
         build="tpu_estimator_compat.cross_shard:patched_number_of_shards"),
     Patch(
+        name="cross_shard.xla_context",
+        kind=SCOPED,
+        target="tensorflow.python.ops.control_flow_util.GetContainingXLAContext",
+        why="Legacy built a use_tpu=True model_fn inside `tpu.rewrite`, an XLA control-flow "
+            "context, and model code asks for it to choose its TPU form (tensor2tensor's "
+            "`is_xla_compiled()` returns a TPUEstimatorSpec with eval_metrics only then; "
+            "copies of contrib.seq2seq's dynamic_decode size their arrays by it). Entering a "
+            "real XLA context would also change how TensorFlow builds while/cond ops, so while "
+            "model_fn runs only code outside TensorFlow and this library gets a context. No "
+            "public API exposes the control-flow context.",
+        build="tpu_estimator_compat.cross_shard:patched_containing_xla_context",
+        signature="(ctxt)"),
+    Patch(
+        name="cross_shard.in_xla_context",
+        kind=SCOPED,
+        target="tensorflow.python.ops.control_flow_util.IsInXLAContext",
+        why="As `cross_shard.xla_context`, for code asking about an op model_fn made "
+            "(contrib.seq2seq's `_is_xla_tensor` copies).",
+        build="tpu_estimator_compat.cross_shard:patched_in_xla_context",
+        signature="(op)"),
+    Patch(
         name="tf1_names.scoped_collections",
         kind=SCOPED,
         target="tensorflow.Graph.get_collection",

@@ -501,3 +501,14 @@ def contrib_framework_names() -> dict:
             "get_name_scope": _ops.get_name_scope,
             "prepend_name_scope": _ops.prepend_name_scope,
             "strip_name_scope": _ops.strip_name_scope}
+
+
+# Inside a use_tpu=True model_fn, model code that asks for the graph's XLA control-flow
+# context (tensor2tensor's `is_xla_compiled()`) is answered as inside legacy's `tpu.rewrite`
+# (`cross_shard.patched_containing_xla_context`). The context class is private
+# (tensorflow/python/ops/control_flow_ops.py); code only tests the answer against None.
+def xla_control_flow_context():
+    """A new, empty `XLAControlFlowContext` (its `IsXLAContext()` is True)."""
+    from tensorflow.python.ops import control_flow_ops  # pylint: disable=import-outside-toplevel
+
+    return control_flow_ops.XLAControlFlowContext()

@@ -15,6 +15,9 @@ CPU or GPU kernel. This module keeps their TPU semantics on any strategy:
 * `tpu_function.get_tpu_context().number_of_shards`, which model code reads to decide on
   cross-replica batch norm, is the replica count inside model_fn with `use_tpu=True`
   (`shard_count`), as inside legacy's TPU shard; TensorFlow's own readers still see none.
+  Likewise `control_flow_util.GetContainingXLAContext` / `IsInXLAContext`, which model code
+  reads to choose its TPU form (tensor2tensor's `is_xla_compiled()`), answer as inside
+  legacy's `tpu.rewrite` for model code only.
 
 `install()` asks `_tf_patches` for these patches (the methods are replaced on the original
 class in place: rebinding the module attribute would break the class's own `super()` calls);
@@ -281,7 +284,9 @@ def shard_count(num_replicas: int) -> Iterator[None]:
     previous = getattr(_SHARDS, "count", None)
     _SHARDS.count = num_replicas
     try:
-        with _tf_patches.applied("cross_shard.number_of_shards"):
+        with _tf_patches.applied("cross_shard.number_of_shards"), \
+                _tf_patches.applied("cross_shard.xla_context"), \
+                _tf_patches.applied("cross_shard.in_xla_context"):
             yield
     finally:
         _SHARDS.count = previous
@@ -304,6 +309,48 @@ def patched_number_of_shards(original: property) -> property:
         return real if caller.startswith(_REAL_COUNT_READERS) else count
 
     return property(number_of_shards, original.fset, original.fdel, original.__doc__)
+
+
+def _model_code_in_shard(depth: int) -> bool:
+    """Whether the caller `depth` frames up is model code inside `shard_count`."""
+    if getattr(_SHARDS, "count", None) is None:
+        return False
+    # sys._getframe is CPython's documented frame API: the one caller frame is read.
+    caller = sys._getframe(depth + 1).f_globals.get("__name__", "")  # pylint: disable=protected-access
+    return not caller.startswith(_REAL_COUNT_READERS)
+
+
+def patched_containing_xla_context(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The replacement of patch `cross_shard.xla_context` (`GetContainingXLAContext`).
+
+    A real XLA context wins; otherwise model code inside `shard_count` (a use_tpu=True
+    model_fn, which legacy built inside `tpu.rewrite`) gets an XLA context and everything
+    else, TensorFlow's own control flow included, the real answer.
+    """
+
+    def get_containing_xla_context(ctxt: Any) -> Any:
+        real = original(ctxt)
+        if real is not None or not _model_code_in_shard(1):
+            return real
+        return _tf_private.xla_control_flow_context()
+
+    get_containing_xla_context.__doc__ = original.__doc__
+    return get_containing_xla_context
+
+
+def patched_in_xla_context(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """The replacement of patch `cross_shard.in_xla_context` (`IsInXLAContext(op)`): True for
+    model code asking about an op of the graph model_fn is being built in (see
+    `patched_containing_xla_context`)."""
+
+    def is_in_xla_context(op: Any) -> bool:
+        if original(op):
+            return True
+        return (_model_code_in_shard(1)
+                and getattr(op, "graph", None) is tf.compat.v1.get_default_graph())
+
+    is_in_xla_context.__doc__ = original.__doc__
+    return is_in_xla_context
 
 
 def install() -> None:
