@@ -44,6 +44,12 @@ def _exec(source, builtins_dict=None):
     return namespace
 
 
+# The core modules TF 1.14+'s `tensorflow/contrib/tpu/python/{tpu,ops}` stubs re-exported.
+from tensorflow.python.tpu import tpu_feed as core_tpu_feed  # noqa: E402  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.tpu import tpu_function as core_tpu_function  # noqa: E402  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.tpu import training_loop as core_training_loop  # noqa: E402  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.tpu.ops import tpu_ops as core_tpu_ops  # noqa: E402  # pylint: disable=g-direct-tensorflow-import
+
 # (import statement, name it binds, what that must be)
 _T = tpu_estimator_compat
 _FORMS = [
@@ -72,6 +78,16 @@ _FORMS = [
      tf.compat.v1.tpu.CrossShardOptimizer),
     ("from tensorflow.contrib.tpu.python.tpu import bfloat16 as m", "m.bfloat16_scope",
      tf.compat.v1.tpu.bfloat16_scope),
+    # TF 1.14+ contrib stubs of core TPU modules (google/compare_gan `arch_ops.py`,
+    # `tpu_ops.py`: `tpu_function.get_tpu_context().number_of_shards`).
+    ("from tensorflow.contrib.tpu.python.tpu import tpu_function as m", "m.get_tpu_context",
+     core_tpu_function.get_tpu_context),
+    ("from tensorflow.contrib.tpu.python.tpu import tpu_feed as m", "m.InfeedQueue",
+     core_tpu_feed.InfeedQueue),
+    ("from tensorflow.contrib.tpu.python.tpu import training_loop as m", "m.repeat",
+     core_training_loop.repeat),
+    ("from tensorflow.contrib.tpu.python.ops import tpu_ops as m", "m.infeed_dequeue",
+     core_tpu_ops.infeed_dequeue),
     # Whatever tf.compat.v1.tpu holds when it is used: TPUEstimator maps it onto the strategy.
     ("from tensorflow.contrib.tpu.python.ops import tpu_ops as m", "m.cross_replica_sum",
      lambda: tf.compat.v1.tpu.cross_replica_sum),
@@ -387,3 +403,29 @@ def test_tensor2tensor_contrib_idioms_in_a_tpu_estimator_run(tmp_path):
     assert ns["seen"]["k"] == 2 and ns["seen"]["scope"].endswith("model")
     with pytest.raises(aliases.LegacySymbolError, match="tf.contrib.learn.monitors"):
         ns["learn"].monitors.replace_monitors_with_hooks([object()], est)
+
+
+def test_contrib_tpu_function_gives_model_fn_the_shard_count(tmp_path, strategy):
+    """google/compare_gan `arch_ops.standardize_batch`: `from tensorflow.contrib.tpu.python.tpu
+    import tpu_function`, then cross-replica batch norm when
+    `tpu_function.get_tpu_context().number_of_shards is not None`. TF 1.14+'s contrib module
+    re-exported the core one, so with use_tpu=True model_fn reads the replica count there
+    (`LegacySymbolError` for `get_tpu_context` before)."""
+    ns = _exec("from tensorflow.contrib.tpu.python.tpu import tpu_function")
+    tpu_function, seen = ns["tpu_function"], []
+
+    def model_fn(features, labels, mode, params):
+        del labels, params
+        seen.append(tpu_function.get_tpu_context().number_of_shards)
+        w = tf.compat.v1.get_variable("w", initializer=tf.ones([2]))
+        loss = tf.reduce_mean(features * w)
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step())
+        return _T.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    config = _T.RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
+                          tpu_config=_T.TPUConfig(iterations_per_loop=1))
+    est = _T.TPUEstimator(model_fn=model_fn, config=config, use_tpu=True, train_batch_size=8)
+    est.train(lambda params: tf.data.Dataset.from_tensors(tf.ones([2])).repeat().batch(
+        params["batch_size"], drop_remainder=True), max_steps=1)
+    assert set(seen) == {strategy.num_replicas_in_sync}

@@ -74,6 +74,11 @@ _SLIM_PREFIXES = ("slim.python.slim.", "slim.")
 # `<contrib name>.<module>` of legacy modules this library re-implements, by its module:
 # `from tensorflow.contrib.training.python.training import hparam` (Cloud ML Engine samples).
 _LIBRARY_TWINS = {"training.hparam": "tpu_estimator_compat.hparams"}
+# `<contrib name>.python.<pkg>.` paths whose TF 1.14+ modules re-exported a core TensorFlow
+# module, by where that module lives under `tensorflow.python.tpu`: `from
+# tensorflow.contrib.tpu.python.tpu import tpu_function` then
+# `tpu_function.get_tpu_context().number_of_shards` (google/compare_gan `arch_ops.py`).
+_CORE_TPU_TWINS = {"tpu.python.tpu.": "", "tpu.python.ops.": "ops."}
 
 
 def _load_global_step_from_checkpoint_dir(checkpoint_dir: str) -> int:
@@ -201,7 +206,23 @@ def _build_contrib(name: str, parts: Sequence[str]) -> types.ModuleType | None:
         twin = _tf_slim_module(twin_name) if len(parts) == 4 else None
     if twin is not None:
         sources.insert(0, lambda: twin)
+    core = _core_tpu_twin(rest) if len(parts) == 4 else None
+    if core is not None:
+        # After `tf.contrib.tpu`: its names (this library's TPUEstimator, the mapped
+        # `cross_replica_sum`) win over the core module's.
+        sources.append(lambda: core)
     return _namespace(name, f"tf.contrib.{rest}", sources, hint=aliases.CONTRIB_HINT)
+
+
+def _core_tpu_twin(rest: str) -> types.ModuleType | None:
+    """The core TensorFlow module a TF 1.14+ `tf.contrib.tpu.python.<pkg>.<module>` stub
+    re-exported, when TensorFlow still has it."""
+    for prefix, core in _CORE_TPU_TWINS.items():
+        if rest.startswith(prefix):
+            from tpu_estimator_compat import _tf_private
+
+            return _tf_private.core_tpu_module(core + rest[len(prefix):])
+    return None
 
 
 def _tf_slim_module(relative: str) -> types.ModuleType | None:
