@@ -119,6 +119,31 @@ def test_variable_scope_survives_an_all_reduce(tmp_path, strategy):
     assert reader.get_tensor("head/scale") == 2.0
 
 
+def _hashing_after_all_reduce_model_fn(features, labels, mode, params):
+    """google/compare_gan `ModularGAN._check_variables`: after the optimizer's all-reduce,
+    `set(d_vars) & set(g_vars)` and a dict keyed by tensors, as in a TF1 graph."""
+    del labels, params
+    w = v1.get_variable("w", initializer=tf.constant(W0))
+    loss = tf.reduce_mean(tf.linalg.matvec(features, w))
+    optimizer = v1.tpu.CrossShardOptimizer(v1.train.GradientDescentOptimizer(LR))
+    train_op = optimizer.minimize(loss, global_step=v1.train.get_global_step())
+    shared = set(v1.trainable_variables()) & {w}
+    by_tensor = {loss: "loss"}
+    assert shared == {w} and by_tensor[loss] == "loss"
+    return TPUEstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+
+
+def test_variables_hash_after_an_all_reduce_in_every_replica(tmp_path, strategy):
+    """TF1 graphs hashed variables and tensors by identity; the shim turns TF2's tensor
+    equality off while model_fn is traced. The switch is process-wide and MirroredStrategy's
+    replica threads interleave at every all-reduce: the first replica to finish its model_fn
+    turned equality back on while the others were still tracing theirs (`TypeError: Variable
+    is unhashable` in replica 1)."""
+    reader = _train(tmp_path, strategy, _hashing_after_all_reduce_model_fn)
+    assert reader.get_tensor("global_step") == STEPS
+    assert tf.Tensor._USE_EQUALITY  # pylint: disable=protected-access  # Back on after.
+
+
 @pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
 def test_replica_stores_leave_the_collections_as_they_were(tmp_path, strategy_name):
     from conftest import make_strategy

@@ -151,22 +151,40 @@ def evaluate_input_free_tensor(tensor):
 # in ExponentialMovingAverage.variables_to_restore, dict keys of variables). Legacy Estimator
 # built model_fn in graph mode, where that works; inside tf.function TF2's tensor equality
 # forbids it. The switch is public (`tf.compat.v1.disable_tensor_equality`), its current state
-# is not.
+# is not. It is process-wide, while the scopes that need it overlap across threads:
+# MirroredStrategy traces each replica's model_fn in a thread of its own and switches threads
+# at every all-reduce, so the first replica to leave must not switch equality back on under
+# the others (google/compare_gan hashes variables after its optimizers' all-reduce). The
+# outermost entry of any thread switches it off and the last exit restores it.
 import contextlib as _contextlib  # noqa: E402
+import threading as _threading  # noqa: E402
+
+_tensor_equality_lock = _threading.Lock()
+_tensor_equality_users = 0
+_tensor_equality_was_enabled = False
 
 
 @_contextlib.contextmanager
 def tf1_tensor_equality():
-    """Inside: tensors compare by identity and variables hash, as in a TF1 graph."""
+    """Inside: tensors compare by identity and variables hash, as in a TF1 graph.
+
+    Safe to overlap across threads: equality comes back when the last scope is left.
+    """
     import tensorflow as tf  # Local: keep this module's import light.
 
-    was_enabled = tf.Tensor._USE_EQUALITY  # pylint: disable=protected-access
-    tf.compat.v1.disable_tensor_equality()
+    global _tensor_equality_users, _tensor_equality_was_enabled
+    with _tensor_equality_lock:
+        if _tensor_equality_users == 0:
+            _tensor_equality_was_enabled = tf.Tensor._USE_EQUALITY  # pylint: disable=protected-access
+            tf.compat.v1.disable_tensor_equality()
+        _tensor_equality_users += 1
     try:
         yield
     finally:
-        if was_enabled:
-            tf.compat.v1.enable_tensor_equality()
+        with _tensor_equality_lock:
+            _tensor_equality_users -= 1
+            if _tensor_equality_users == 0 and _tensor_equality_was_enabled:
+                tf.compat.v1.enable_tensor_equality()
 
 # TF1's `init_from_checkpoint` resolved a scope map against the variables in the graph's v1
 # variable store at the moment of the call; `warm_start` records that moment's names. The store
