@@ -108,7 +108,8 @@ def make_multi_step_train_fn(
 
     # The model_fn is graph-building Python written for TF1: it must run as written, never
     # rewritten by AutoGraph (which would turn its Python control flow into tf.cond/while).
-    replica_fn = tf.autograph.experimental.do_not_convert(train_step)
+    replica_fn = _same_structure_on_every_replica(
+        tf.autograph.experimental.do_not_convert(train_step))
     specs = list(host_call_specs or [])
     fetch_dtypes = list(hook_tensor_dtypes)
     fixed = None if endless else FixedBatches.of(strategy, input_spec)
@@ -254,6 +255,50 @@ def _ensure_shapes(value: Any, spec: Any) -> Any:
         return tensor
 
     return tf.nest.map_structure(annotated, value, spec)
+
+
+class ReplicaStructureError(ValueError):
+    """The replicas' model_fn calls returned different structures (see the message)."""
+
+
+def _same_structure_on_every_replica(replica_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`replica_fn`, raising `ReplicaStructureError` when replicas return different nests.
+
+    Legacy TPU traced model_fn once for every core; MirroredStrategy traces it once per
+    replica, in threads that take turns at every all-reduce. Python state that model_fn keeps
+    on a shared object between its own statements (google/compare_gan: `self._tpu_summary =
+    TpuSummaries(...)` at the top of model_fn, entries added after each optimizer step) is
+    then overwritten by the next replica, and one replica's host_call gets every replica's
+    entries. TensorFlow's own check fails with a bare `AssertionError: len(v) == 9, len(v0)
+    == 5`; this says why.
+    """
+    first: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Traced graph -> nest.
+
+    def checked(*args: Any) -> Any:
+        out = replica_fn(*args)
+        seen = first.setdefault(tf.compat.v1.get_default_graph(), out)
+        if seen is not out:
+            try:
+                tf.nest.assert_same_structure(seen, out, check_types=False)
+            except (ValueError, TypeError):
+                shape_of = lambda nest: tf.nest.map_structure(lambda _: ".", nest)  # noqa: E731
+                raise ReplicaStructureError(
+                    "model_fn returned a different structure on two replicas (host_call "
+                    f"tensors: {len(tf.nest.flatten(seen.get('host_call', ())))} and "
+                    f"{len(tf.nest.flatten(out.get('host_call', ())))}; "
+                    f"{shape_of(seen)} and {shape_of(out)}). "
+                    "tpu_estimator_compat calls model_fn once per replica, and "
+                    "MirroredStrategy switches between the replicas' calls at every "
+                    "all-reduce (an optimizer step with use_tpu=True), where legacy TPU "
+                    "called model_fn once for all cores. Python state that model_fn keeps on "
+                    "a shared object across an optimizer step (`self.summaries = []` at its "
+                    "top, appended to after `minimize`; `self.loss` set before and read "
+                    "after) is then overwritten by the next replica's call. Keep such state "
+                    "in model_fn's local variables (or thread-local storage), or run on one "
+                    "replica.") from None
+        return out
+
+    return checked
 
 
 class NanLossError(tf.compat.v1.train.NanLossDuringTrainingError):
