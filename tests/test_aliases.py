@@ -225,6 +225,43 @@ def test_contrib_tpu_and_cluster_resolver():
         tf.distribute.cluster_resolver.SimpleClusterResolver)
 
 
+def _steps_model_fn(features, labels, mode, params):
+    del labels, params
+    w = tf.compat.v1.get_variable("w", initializer=tf.ones([2]))
+    loss = tf.reduce_mean(features * w)
+    optimizer = tf.compat.v1.tpu.CrossShardOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(0.1))
+    return tpu_estimator_compat.TPUEstimatorSpec(mode, loss=loss, train_op=optimizer.minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step()))
+
+
+def test_contrib_async_checkpoint_saver_hook_replaces_the_default_saver(tmp_path, strategy):
+    """google/compare_gan `runner_lib.py` trains with a subclass of
+    `tf.contrib.tpu.AsyncCheckpointSaverHook` (reading `_timer`/`_global_step_tensor` in its
+    own `after_create_session`) and moves the estimator's `save_checkpoints_steps` out of
+    reach. Legacy's hook was a CheckpointSaverHook: it saved the start, every `save_steps` and
+    the end. It was refused when constructed before."""
+    contrib = tf.compat.v1.contrib
+
+    class CompareGanHook(contrib.tpu.AsyncCheckpointSaverHook):
+        def after_create_session(self, session, coord):
+            super().after_create_session(session, coord)
+            step = session.run(self._global_step_tensor)
+            self._timer.update_last_triggered_step(step - step % self._timer._every_steps)
+
+    hook = CompareGanHook(checkpoint_dir=str(tmp_path), save_steps=2)
+    assert isinstance(hook, tf.compat.v1.train.CheckpointSaverHook)
+    config = tpu_estimator_compat.RunConfig(
+        model_dir=str(tmp_path), train_distribute=strategy, save_checkpoints_steps=1000000,
+        tpu_config=tpu_estimator_compat.TPUConfig(iterations_per_loop=2))
+    est = tpu_estimator_compat.TPUEstimator(model_fn=_steps_model_fn, config=config,
+                                            use_tpu=True, train_batch_size=8)
+    est.train(lambda params: tf.data.Dataset.from_tensors(tf.ones([2])).repeat().batch(
+        params["batch_size"], drop_remainder=True), max_steps=5, hooks=[hook])
+    saved = tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths
+    assert [int(p.rsplit("-", 1)[1]) for p in saved] == [0, 2, 4, 5]
+
+
 def test_contrib_layers_framework_metrics_data_come_from_maintained_libraries():
     contrib = tf.compat.v1.contrib
     assert contrib.layers.layer_norm is tf_slim.layers.layer_norm

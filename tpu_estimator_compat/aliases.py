@@ -591,6 +591,29 @@ def clip_gradients_by_norm(optimizer: Any, clip_norm: float) -> Any:
     return _TransformGradients(optimizer, clip, name="ClipByNorm" + optimizer.get_name())
 
 
+class AsyncCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
+    """`tf.contrib.tpu.AsyncCheckpointSaverHook`: legacy's `CheckpointSaverHook` that wrote
+    its checkpoints on a background thread.
+
+    Legacy's class subclassed `CheckpointSaverHook` with the same arguments, and the estimator
+    took it as one: among the training hooks it replaced the default saver (its directory,
+    `save_steps`/`save_secs`, listeners), saving the starting state, every `save_steps`
+    steps and at the end. That is how the shim takes it too (see migration_guide/hooks.md);
+    the checkpoints are the same, written when due rather than on a thread of the hook's own.
+    TPU scripts pass it unconditionally (google/compare_gan `runner_lib.py`, with the
+    estimator's own `save_checkpoints_steps` set out of reach) or behind a flag
+    (tensorflow/tpu efficientnet `--use_async_checkpointing`).
+    """
+
+    def __init__(self, checkpoint_dir: str, save_secs: int | None = None,
+                 save_steps: int | None = None, saver: Any = None,
+                 checkpoint_basename: str = "model.ckpt", scaffold: Any = None,
+                 listeners: Any = None) -> None:
+        super().__init__(checkpoint_dir, save_secs=save_secs, save_steps=save_steps,
+                         saver=saver, checkpoint_basename=checkpoint_basename,
+                         scaffold=scaffold, listeners=listeners)
+
+
 class _ContribNamespace(AliasNamespace):
     """`tf.contrib`: served submodules are built on first use; others fail on use, by name."""
 
@@ -632,10 +655,7 @@ def build_contrib_namespace() -> AliasNamespace:
 
     factories: dict[str, Callable[[], Any]] = {
         "tpu": sub("tpu", [lambda: v1.tpu],
-                   {"AsyncCheckpointSaverHook": unavailable_class(
-                       "tf.contrib.tpu.AsyncCheckpointSaverHook",
-                       "Drop the hook: the estimator writes checkpoints itself "
-                       "(`RunConfig(save_checkpoints_steps=...)`)."),
+                   {"AsyncCheckpointSaverHook": AsyncCheckpointSaverHook,
                     **{name: getattr(tpu_estimator_compat, name)
                        for name in _TPU_ESTIMATOR_NAMES}}),
         "cluster_resolver": sub("cluster_resolver", [lambda: v1.distribute.cluster_resolver],
