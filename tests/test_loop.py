@@ -397,28 +397,31 @@ def test_loop_result_starts_and_nan_step_follow_the_reported_global_steps():
     assert list(assumed.starts(13)) == [10, 11, 12]
 
 
-class _SharedStateModel:
-    """google/compare_gan `ModularGAN.model_fn`, reduced: summary entries kept on the model
-    object, reset at the top of model_fn and added to after the optimizer's all-reduce."""
+def _shared_state_model_fn(state):
+    """google/compare_gan `ModularGAN.model_fn`, reduced, with its state in a dict model_fn
+    closes over (a method model_fn's object is copied per replica: test_replica_step.py):
+    summary entries reset at the top of model_fn and added to after the all-reduce."""
 
-    def model_fn(self, features, labels, mode, params):
+    def model_fn(features, labels, mode, params):
         del labels, params
         from tpu_estimator_compat import TPUEstimatorSpec
 
-        self.entries = []
+        state["entries"] = []
         w = tf.compat.v1.get_variable("w", initializer=tf.ones([2]))
         loss = tf.reduce_mean(features * w)
         train_op = tf.compat.v1.tpu.CrossShardOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(0.1)).minimize(
                 loss, global_step=tf.compat.v1.train.get_global_step())
-        self.entries.append(tf.reshape(loss, [1]))
+        state["entries"].append(tf.reshape(loss, [1]))
         step = tf.reshape(tf.compat.v1.train.get_global_step(), [1])
         return TPUEstimatorSpec(mode, loss=loss, train_op=train_op,
-                                host_call=(lambda s, *xs: tf.no_op(), [step] + self.entries))
+                                host_call=(lambda s, *xs: tf.no_op(), [step] + state["entries"]))
+
+    return model_fn
 
 
 def test_model_fn_state_shared_between_replicas_is_named(tmp_path, strategy):
-    """With several replicas the second replica's call resets `self.entries` while the first
+    """With several replicas the second replica's call resets `entries` while the first
     is paused at its all-reduce, so both add to one list and the replicas return different
     host_call nests. TensorFlow's own regroup check said only `AssertionError: len(v) == 3,
     len(v0) == 2`; the shim's error says why and what to do. One replica trains."""
@@ -426,7 +429,7 @@ def test_model_fn_state_shared_between_replicas_is_named(tmp_path, strategy):
 
     config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
                        tpu_config=TPUConfig(iterations_per_loop=1))
-    est = TPUEstimator(model_fn=_SharedStateModel().model_fn, config=config, use_tpu=True,
+    est = TPUEstimator(model_fn=_shared_state_model_fn({}), config=config, use_tpu=True,
                        train_batch_size=8)
 
     def train():

@@ -15,6 +15,9 @@ import contextlib
 import copy
 import dataclasses
 import inspect
+import threading
+import types
+import weakref
 from typing import Any, Callable
 
 import tensorflow as tf
@@ -68,6 +71,9 @@ class ModelFnCaller:
     embedding: Any = None
     # `summaries.ModelFnWriters`: the summary writers model_fn creates (SimCLR's idiom).
     summary_writers: Any = None
+    # model_fn's owner as it was before the first replica's call, per traced graph.
+    _owners: "ReplicaOwners" = dataclasses.field(default_factory=lambda: ReplicaOwners(),
+                                                 compare=False, repr=False)
 
     def __call__(self, features: Any, labels: Any, mode: str, batch_size: int | None,
                  export_mode: bool = False) -> Any:
@@ -92,8 +98,10 @@ class ModelFnCaller:
             params[CONTEXT_KEY] = self.context_factory(mode)
         kwargs["params"] = params
 
+        model_fn = self._owners.model_fn_for_this_replica(self.model_fn)
+
         def call(features: Any) -> Any:
-            result = self.model_fn(features=features, **kwargs)
+            result = model_fn(features=features, **kwargs)
             spec_lib.validate_spec_type(
                 result, mode, require_tpu_spec=self.use_tpu and not export_mode)
             return result
@@ -110,6 +118,48 @@ class ModelFnCaller:
                     and self.embedding.applies_to(mode)):
                 return self.embedding.call_model_fn(call, features, mode)
             return call(features)
+
+
+class ReplicaOwners:
+    """Gives each replica after the first its own copy of a method model_fn's object.
+
+    Legacy TPU called model_fn once for all cores. MirroredStrategy calls it once per
+    replica, in threads that take turns at every all-reduce, so state model_fn keeps on its
+    object across an optimizer step (`self.loss = ...` before `minimize`, read after;
+    google/compare_gan's `self._tpu_summary`) is overwritten by the next replica: replica 0
+    silently returned replica 1's loss, or its host_call got every replica's entries. Replica
+    0 calls the object itself (what legacy's one call changed, it changes); every other
+    replica a shallow copy of the object as it was before replica 0's call in the same
+    traced graph. Attributes model_fn rebinds are then each replica's own; objects they
+    share (lists made in `__init__`, layers) stay shared, as they were.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._before: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def model_fn_for_this_replica(self, model_fn: Callable[..., Any]) -> Callable[..., Any]:
+        owner = getattr(model_fn, "__self__", None)
+        if (not inspect.ismethod(model_fn) or isinstance(owner, (type, types.ModuleType))
+                or isinstance(owner, tf.Module)
+                or not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context()
+                or tf.distribute.get_replica_context().num_replicas_in_sync == 1):
+            return model_fn
+        graph = tf.compat.v1.get_default_graph()
+        first = _is_first_replica()
+        with self._lock:
+            if first:
+                try:
+                    self._before[graph] = copy.copy(owner)
+                except Exception as e:  # pylint: disable=broad-except
+                    logging.warning("model_fn's object %s cannot be copied (%s): every "
+                                    "replica's model_fn call shares it", type(owner).__name__, e)
+                    self._before[graph] = None
+                return model_fn
+            before = self._before.get(graph)
+        if before is None:
+            return model_fn
+        return types.MethodType(model_fn.__func__, copy.copy(before))
 
 
 def _as_float_loss(loss: Any) -> tf.Tensor:
