@@ -253,3 +253,78 @@ def test_evaluate_and_predict_without_checkpoint_apply_init_from_checkpoint(tmp_
     language canine/tydiqa's predict step; before, the shim used the random initialisers)."""
     shim, legacy = _run_semantics(scenario, tmp_path)
     _assert_same_numbers(shim, legacy)
+
+
+def write_checkpoint_at_step_3(path):
+    """Another run's checkpoint at global step 3 (its `w`, its `global_step`)."""
+    w = np.random.RandomState(1).randn(64, 10).astype(np.float32)
+    with tf.Graph().as_default(), v1.Session() as sess:
+        v1.get_variable("w", initializer=w)
+        step = v1.train.get_or_create_global_step()
+        sess.run(v1.global_variables_initializer())
+        sess.run(step.assign(3))
+        v1.train.Saver().save(sess, path)
+    return w
+
+
+def every_global_variable_model_fn(features, labels, mode, params):
+    """rowanz/grover's (and imcaspar/gpt2-ml's) `model_fn`: the init_from_checkpoint map is
+    built in model_fn from every global variable by name, so it names `global_step` too;
+    applied in model_fn (CPU path) or in a scaffold_fn (use_tpu)."""
+    w = v1.get_variable("w", [64, 10], initializer=v1.zeros_initializer())
+    logits = tf.matmul(features, w)
+    loss = v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+    train_op = None
+    if mode == "train":
+        train_op = v1.train.GradientDescentOptimizer(0.0).minimize(
+            loss, global_step=v1.train.get_global_step())
+    amap = ({"/": "/"} if params["root_scope_map"] else
+            {v.op.name: v.op.name for v in v1.global_variables()})
+    scaffold_fn = None
+    if params["use_tpu"]:
+        def scaffold_fn():
+            v1.train.init_from_checkpoint(params["init_checkpoint"], amap)
+            return v1.train.Scaffold()
+    else:
+        v1.train.init_from_checkpoint(params["init_checkpoint"], amap)
+    metrics = (lambda labels, logits: {"acc": v1.metrics.accuracy(
+        labels, tf.argmax(logits, -1))}, [labels, logits])
+    return TPUEstimatorSpec(mode, loss=loss, train_op=train_op, scaffold_fn=scaffold_fn,
+                            eval_metrics=metrics if mode == "eval" else None)
+
+
+@pytest.mark.parametrize("root_scope_map", [False, True])
+@pytest.mark.parametrize("use_tpu", [False, True])
+def test_init_from_checkpoint_naming_the_global_step_resumes_its_count(tmp_path, strategy,
+                                                                        use_tpu, root_scope_map):
+    """A map naming `global_step`, or the root scope `{'/': '/'}`, set it from the checkpoint,
+    as any variable (legacy made it with `get_variable` before model_fn). Legacy (checked on
+    TF 2.15, use_tpu=False, both maps): max_steps=5 trains steps 3 to 5 and saves
+    model.ckpt-{3,4,5}; steps=2 counts from step 3 (its stop hook read the step once the
+    session existed); evaluate() with no checkpoint reports global_step 3. Before, the
+    model_fn path raised "variable 'global_step' ... is not a variable of this model_fn" (by
+    name) or silently started from step 0 (root scope), and steps=2 stopped at step 3."""
+    source = str(tmp_path / "source" / "model.ckpt-3")
+    w = write_checkpoint_at_step_3(source)
+
+    def estimator(name):
+        config = RunConfig(model_dir=str(tmp_path / name), train_distribute=strategy,
+                           eval_distribute=strategy, save_checkpoints_steps=1,
+                           tpu_config=TPUConfig(iterations_per_loop=1))
+        return TPUEstimator(model_fn=every_global_variable_model_fn, config=config,
+                            use_tpu=use_tpu, train_batch_size=64, eval_batch_size=64,
+                            params={"init_checkpoint": source,
+                                    "root_scope_map": root_scope_map})
+
+    def saved_steps(name):
+        state = v1.train.get_checkpoint_state(str(tmp_path / name))
+        return [int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths]
+
+    estimator("max_steps").train(models.digits_input_fn(64, flat=True), max_steps=5)
+    assert saved_steps("max_steps") == [3, 4, 5]
+    np.testing.assert_array_equal(  # lr 0: the source's values throughout.
+        tf.train.load_checkpoint(str(tmp_path / "max_steps" / "model.ckpt-5")).get_tensor("w"), w)
+    estimator("steps").train(models.digits_input_fn(64, flat=True), steps=2)
+    assert saved_steps("steps") == [3, 4, 5]
+    result = estimator("eval").evaluate(models.digits_input_fn(64, flat=True), steps=1)
+    assert result["global_step"] == 3

@@ -277,7 +277,8 @@ class TPUEstimator:
         signals = safety.StopSignals(interrupt_too=cluster_lib.is_multi_client(runtime.strategy))
         with lock, signals, runtime.scope(), self._summary_writers.flushing():
             outcome = train_session.TrainSession(self._settings(), runtime, plan).run(
-                input_fn, list(hooks or ()), target, saving_listeners, signals)
+                input_fn, list(hooks or ()), target, saving_listeners, signals,
+                steps=steps if max_steps is None else None)
         preemption.exit_if_stopped(outcome, step=int(runtime.global_step.numpy()),
                                    checkpoint=self.latest_checkpoint())
         if signals.terminated:

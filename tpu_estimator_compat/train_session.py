@@ -49,9 +49,14 @@ class TrainSession:
 
     def run(self, input_fn: Callable[..., Any], hooks: list[Any], target: int | None,
             saving_listeners: Sequence[Any] | None,
-            signals: safety.StopSignals) -> preemption.StopOutcome | None:
+            signals: safety.StopSignals,
+            steps: int | None = None) -> preemption.StopOutcome | None:
         """Trains to `target` (None: until input ends), with model_dir locked and the
         runtime's scopes entered.
+
+        `steps` (train's `steps=`, when it set `target`) counts from the global step that
+        training starts at: in a fresh model_dir init_from_checkpoint may have set it (a map
+        naming `global_step`), and legacy's stop hooks read it only once the session existed.
 
         Returns what stopped a multi-worker job early, as all its workers agreed (a signal
         on one of them), or None.
@@ -78,6 +83,8 @@ class TrainSession:
             parameter_servers.log_placement(runtime.registry.by_name())
         if runtime_lib.checkpoint_manager(settings, runtime).restore_latest() is None:
             self._initialize_from_elsewhere(record, init_plan)
+            if steps is not None:  # (A restored step is the one `target` counted from.)
+                target = int(runtime.global_step.numpy()) + steps
         step = int(runtime.global_step.numpy())
         policy = self._save_policy(hook_runner, saving_listeners)
         policy.begin(step)

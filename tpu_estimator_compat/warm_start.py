@@ -173,11 +173,14 @@ def _variables_built_so_far() -> frozenset[str] | None:
     What TF1's `init_from_checkpoint` resolved a scope map against: the graph's variable
     store at the moment of the call. Inside a replica step the store is the replica's own
     (`variables.replica_scope`); outside any trace (scaffold_fn on the host) there is no
-    such moment, and None means every variable.
+    such moment, and None means every variable. The global step always counts as built.
     """
     if not tf.inside_function():
         return None
-    return frozenset(_tf_private.v1_store_variable_names())
+    # TF1's Estimator made the global step with `get_variable` in the graph's root store
+    # before calling model_fn, so a map naming it (grover and gpt2-ml build theirs from
+    # `tf.global_variables()`) resolved it; here it is made eagerly, outside that store.
+    return frozenset(_tf_private.v1_store_variable_names()) | {variables_lib.GLOBAL_STEP_NAME}
 
 
 class _RecordingSaver:
