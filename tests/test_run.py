@@ -310,3 +310,30 @@ def test_tf1_script_writes_summary_protos_with_a_top_level_file_writer(tmp_path)
     found = [(e.step, v.tag, v.simple_value)
              for e in tf.compat.v1.train.summary_iterator(str(path)) for v in e.summary.value]
     assert found == [(1, "AP", 0.25), (1, "AR", 0.5), (2, "AP", 0.75), (2, "AR", 1.0)]
+
+
+def test_tf1_mode_choice_names_the_packages_the_script_needs_in_tf1_packages(
+        tmp_path, monkeypatch, caplog):
+    """rowanz/grover `discrimination/run_discrimination.py` failed at import with only
+    "module 'tensorflow._api.v2.train' has no attribute 'Optimizer'" (its sibling package
+    `lm` keeps the real TF2 API); the launcher now says which flag gives it the TF1 API."""
+    repo = tmp_path / "repo"
+    for name, text in {"disc/run.py": "import tensorflow as tf\nfrom lm import optim\n"
+                                      "FLAGS = tf.flags.FLAGS\n",
+                       "lm/__init__.py": "",
+                       "lm/optim.py": "import tensorflow as tf\nOPT = tf.train.Optimizer\n"
+                       }.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    monkeypatch.syspath_prepend(str(repo))
+    script = str(repo / "disc" / "run.py")
+    with caplog.at_level("WARNING"):
+        assert run_lib._choose_tf1_mode("auto", script, tf1_mode.UserCode.for_script(script))
+    assert re.search(r"Package lm, which the script imports from outside its directory, uses "
+                     r"TF1-only names \(optim.py:2 tf.train.Optimizer\).*"
+                     r"--tf1_packages=lm", caplog.text)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert run_lib._choose_tf1_mode(
+            "auto", script, tf1_mode.UserCode.for_script(script, packages=["lm"]))
+    assert "--tf1_packages" not in caplog.text

@@ -4,6 +4,7 @@
 the launcher's subprocess tests (test_run.py); here the view, `tf1_import` and the finder are
 exercised directly and undone after each test.
 """
+import dataclasses
 import importlib
 import os
 import sys
@@ -231,3 +232,45 @@ def test_detection_reports_tf2_names_and_relative_imports(tmp_path):
     assert found.tf1 == ("deep.py:2 tf.losses.log_loss",)
     assert found.tf2 == ("main.py:4 tf.summary.create_file_writer",)
     assert found.is_tf1
+
+
+_SIBLING_PACKAGE_REPO = {
+    # rowanz/grover: `discrimination/run_discrimination.py` imports the repository's `lm`
+    # package (`from lm.modeling import ...`, the repository root on PYTHONPATH), whose
+    # `optimization_adafactor.py` subclasses `tf.train.Optimizer`.
+    "repo/disc/run.py": """
+        import tensorflow as tf
+        from lm.modeling import build
+        from clean import X
+        import helper
+        import installed_tf1
+        FLAGS = tf.flags.FLAGS
+    """,
+    "repo/disc/helper.py": "import tensorflow as tf\n",
+    "repo/lm/__init__.py": "",
+    "repo/lm/modeling.py": "from lm import optim\n",
+    "repo/lm/optim.py": "import tensorflow as tf\n\nclass Opt(tf.train.Optimizer):\n    pass\n",
+    "repo/clean/__init__.py": "import tensorflow as tf\nX = tf.nn.relu\n",
+    "site/installed_tf1.py": "import tensorflow as tf\nY = tf.contrib.layers\n",
+}
+
+
+def test_detection_names_tf1_packages_imported_from_outside_the_script_directory(
+        tmp_path, monkeypatch):
+    """A package on another sys.path entry keeps the real TF2 API (only the script's
+    directory and --tf1_packages are user code): its TF1-only names are reported with the
+    package to name, never counted as the script's evidence. Installed code is not read."""
+    _write(tmp_path, _SIBLING_PACKAGE_REPO)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.syspath_prepend(str(tmp_path / "repo"))
+    script = str(tmp_path / "repo" / "disc" / "run.py")
+    user_code = tf1_mode.UserCode(roots=(str(tmp_path / "repo" / "disc"),),
+                                  excluded=(str(tmp_path / "site"),))
+    found = tf1_mode.detect(script, user_code)
+    assert found.tf1 == ("run.py:7 tf.flags", "run.py:7 tf.flags.FLAGS")
+    assert found.outside_tf1 == (("lm", ("optim.py:3 tf.train.Optimizer",)),)
+    assert sorted(os.path.basename(f) for f in found.files) == ["helper.py", "run.py"]
+
+    named = tf1_mode.detect(script, dataclasses.replace(user_code, packages=("lm",)))
+    assert named.outside_tf1 == ()
+    assert "optim.py:3 tf.train.Optimizer" in named.tf1

@@ -139,6 +139,14 @@ def _choose_tf1_mode(mode: str, script: str, user_code: tf1_mode.UserCode) -> bo
         _announce("TF1 mode: %s (--tf1_mode=%s).", mode, mode)
         return mode == "on"
     found = tf1_mode.detect(script, user_code)
+    for package, evidence in found.outside_tf1:
+        logging.warning(
+            "Package %s, which the script imports from outside its directory, uses TF1-only "
+            "names (%s%s) and keeps the real TF2 API there, so they will fail. Add "
+            "--tf1_packages=%s (before the script) to give it the TF1 API.", package,
+            ", ".join(evidence[:_EVIDENCE_SHOWN]),
+            ", ..." if len(evidence) > _EVIDENCE_SHOWN else "",
+            ",".join(p for p, _ in found.outside_tf1))
     if not found.is_tf1:
         _announce("TF1 mode: off (auto: %d file(s) scanned, no TF1-only names on "
                   "`import tensorflow`).", len(found.files))

@@ -271,11 +271,18 @@ def enable(user_code: UserCode) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Detection:
-    """What the static scan found: `tf1` names used as TF1-only, `tf2` as TF2-only."""
+    """What the static scan found: `tf1` names used as TF1-only, `tf2` as TF2-only.
+
+    `outside_tf1` holds (top-level package, evidence) for modules the user code imports from
+    another `sys.path` entry (not installed, not under the script's directory, not named):
+    they keep the real TF2 API, so TF1-only names there fail when the script runs
+    (rowanz/grover `discrimination/run_discrimination.py` importing the repository's `lm`).
+    """
 
     tf1: tuple[str, ...]
     tf2: tuple[str, ...]
     files: tuple[str, ...]
+    outside_tf1: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def is_tf1(self) -> bool:
@@ -390,20 +397,47 @@ def _import_roots(user_code: UserCode) -> list[str]:
 
 
 def _local_imports(importer: str, path: str, scan: _FileScan, user_code: UserCode,
-                   roots: list[str]) -> list[tuple[str, str]]:
-    """(module name, file) of each user module that `path` imports, found without importing,
-    looked up under `roots` (`_import_roots`)."""
-    found = []
+                   roots: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(module name, file) of each module that `path` imports from `roots` (`_import_roots`),
+    found without importing: (the user modules, the others that are not installed code)."""
+    found: list[tuple[str, str]] = []
+    outside: list[tuple[str, str]] = []
     for level, module, names in scan.imports:
         base = _absolute_name(module, level, importer, path)
         candidates = [base] + [f"{base}.{n}".strip(".") for n in names if n != "*"]
         for name in filter(None, candidates):
+            first = None
             for root in roots:
                 file = _module_file(root, name)
                 if file and user_code.owns(name, file):
                     found.append((name, _real(file)))
                     break
-    return found
+                first = first or file
+            else:
+                if (first and name.split(".")[0] not in ("tensorflow", "tpu_estimator_compat")
+                        and not any(_is_under(_real(first), d) for d in user_code.excluded)):
+                    outside.append((name, _real(first)))
+    return found, outside
+
+
+def _scan_file(path: str) -> _FileScan | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return _FileScan(ast.parse(f.read(), filename=path))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError) as e:
+        logging.debug("TF1 detection skips %s: %s", path, e)
+        return None
+
+
+def _tf1_and_tf2_names(path: str, scan: _FileScan) -> tuple[list[str], list[str]]:
+    tf1: list[str] = []
+    tf2: list[str] = []
+    for lineno, chain in sorted(set(scan.chains)):
+        kind = _classify(chain)
+        if kind:
+            (tf1 if kind == "tf1" else tf2).append(
+                f"{os.path.basename(path)}:{lineno} tf.{'.'.join(chain)}")
+    return tf1, tf2
 
 
 def detect(script: str, user_code: UserCode) -> Detection:
@@ -416,23 +450,45 @@ def detect(script: str, user_code: UserCode) -> Detection:
     tf1: list[str] = []
     tf2: list[str] = []
     queue, seen = [("__main__", _real(script))], []
+    outside_queue: list[tuple[str, str]] = []
     roots = _import_roots(user_code)  # Once per detection, not per scanned file.
     while queue and len(seen) < _MAX_SCANNED_FILES:
         name, path = queue.pop(0)
         if path in seen:
             continue
         seen.append(path)
-        try:
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read(), filename=path)
-        except (OSError, SyntaxError, UnicodeDecodeError, ValueError) as e:
-            logging.debug("TF1 detection skips %s: %s", path, e)
+        scan = _scan_file(path)
+        if scan is None:
             continue
-        scan = _FileScan(tree)
-        for lineno, chain in sorted(set(scan.chains)):
-            kind = _classify(chain)
-            if kind:
-                (tf1 if kind == "tf1" else tf2).append(
-                    f"{os.path.basename(path)}:{lineno} tf.{'.'.join(chain)}")
-        queue += _local_imports(name, path, scan, user_code, roots)
-    return Detection(tuple(tf1), tuple(tf2), tuple(seen))
+        file_tf1, file_tf2 = _tf1_and_tf2_names(path, scan)
+        tf1 += file_tf1
+        tf2 += file_tf2
+        owned, outside = _local_imports(name, path, scan, user_code, roots)
+        queue += owned
+        outside_queue += outside
+    return Detection(tuple(tf1), tuple(tf2), tuple(seen),
+                     _outside_tf1(outside_queue, user_code, roots, len(seen)))
+
+
+def _outside_tf1(queue: list[tuple[str, str]], user_code: UserCode, roots: list[str],
+                 scanned: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(package, evidence) for the imported modules outside the user code that use TF1-only
+    names: only to say which `--tf1_packages` the script needs; they never vote on TF1 mode."""
+    evidence: dict[str, list[str]] = {}
+    seen: list[str] = []
+    while queue and scanned + len(seen) < _MAX_SCANNED_FILES:
+        name, path = queue.pop(0)
+        if path in seen or name.split(".")[0] in evidence:  # One file's evidence will do.
+            continue
+        seen.append(path)
+        scan = _scan_file(path)
+        if scan is None:
+            continue
+        file_tf1, _ = _tf1_and_tf2_names(path, scan)
+        if file_tf1:
+            evidence.setdefault(name.split(".")[0], []).extend(file_tf1)
+        package = name.split(".")[0]  # Within the package only: not into its dependencies.
+        queue += [(module, file) for module, file in
+                  _local_imports(name, path, scan, user_code, roots)[1]
+                  if module.split(".")[0] == package]
+    return tuple((package, tuple(found)) for package, found in evidence.items())
