@@ -1,5 +1,6 @@
 """SessionRunHooks at loop granularity: call order, step values, the reshaped built-ins."""
 
+import glob
 import os
 
 import numpy as np
@@ -389,3 +390,53 @@ def test_session_run_in_after_run_sees_the_steps_increment_on_cpu_path(tmp_path)
                  use_tpu=False).train(models.digits_input_fn(256, flat=True), steps=3,
                                       hooks=[hook])
     assert hook.seen == [(0, 1), (1, 2), (2, 3)]
+
+
+def _summary_hooks_model_fn(features, labels, mode, params):
+    """A SummarySaverHook over merge_all() in training and evaluation hooks, and a
+    StepCounterHook in training (tensor2tensor's use_tpu=False evaluation hooks)."""
+    logits = v1.layers.dense(features, 1)
+    loss = tf.reduce_mean(tf.square(logits - labels))
+    v1.summary.scalar("my_loss", loss)
+    v1.summary.histogram("logits", logits)
+    hook = v1.train.SummarySaverHook(save_steps=2, output_dir=params["out"],
+                                     summary_op=v1.summary.merge_all())
+    if mode == ModeKeys.EVAL:
+        return TPUEstimatorSpec(mode, loss=loss, evaluation_hooks=[hook])
+    counter = v1.train.StepCounterHook(every_n_steps=2, output_dir=params["out"] + "/counter")
+    train_op = v1.train.GradientDescentOptimizer(0.1).minimize(loss, v1.train.get_global_step())
+    return TPUEstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=[hook, counter])
+
+
+def _events(directory):
+    events = []
+    for path in sorted(glob.glob(os.path.join(directory, "events*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            what = event.WhichOneof("what")
+            if what in ("summary", "session_log"):
+                events.append((event.step, what, sorted(v.tag for v in event.summary.value)))
+    return events
+
+
+def test_summary_saver_and_step_counter_hooks_run_on_the_cpu_path(tmp_path):
+    """use_tpu=False: both run as themselves around every step, as on a plain Estimator. The
+    schedules were recorded with this model_fn on TF 2.15.1 + tensorflow-estimator 2.15.0."""
+    out = str(tmp_path / "summaries")
+    x = np.random.RandomState(0).randn(32, 2).astype(np.float32)
+
+    def input_fn(params):
+        return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(
+            params["batch_size"], drop_remainder=True)
+
+    est = TPUEstimator(model_fn=_summary_hooks_model_fn, use_tpu=False, train_batch_size=8,
+                       eval_batch_size=8, params={"out": out},
+                       config=RunConfig(model_dir=str(tmp_path / "model"),
+                                        tpu_config=TPUConfig(iterations_per_loop=5)))
+    est.train(input_fn, max_steps=6)
+    est.evaluate(input_fn, steps=3)
+    tags = ["logits", "my_loss"]
+    assert _events(out) == [(1, "session_log", []), (1, "summary", tags), (3, "summary", tags),
+                            (5, "summary", tags), (6, "session_log", []), (6, "summary", tags),
+                            (6, "summary", tags)]
+    assert _events(out + "/counter") == [(3, "summary", ["global_step/sec"]),
+                                         (5, "summary", ["global_step/sec"])]

@@ -94,6 +94,8 @@ PATCHED_SYMBOLS = {
         ("tensorflow.python.ops.control_flow_util.IsInXLAContext",),
     "warm_start.init_from_checkpoint": ("tensorflow.compat.v1.train.init_from_checkpoint",),
     "warm_start.Saver": ("tensorflow.compat.v1.train.Saver",),
+    "hooks.global_step_read":
+        ("tensorflow.python.training.training_util._get_or_create_global_step_read",),
     "hooks.Saver": ("tensorflow.compat.v1.train.Saver",
                     "tensorflow.python.training.saver.Saver"),
     "cluster.local_devices": ("tensorflow.python.distribute.collective_all_reduce_strategy."
@@ -120,6 +122,7 @@ _SCOPED_ARGS = {
     "warm_start.init_from_checkpoint": lambda: (warm_start.InitPlan(),),
     "warm_start.Saver": lambda: (),
     "hooks.Saver": lambda: (),
+    "hooks.global_step_read": lambda: (),
     "cluster.local_devices": lambda: (2,),
     "inputs.device_pipelines": lambda: (),
 }

@@ -367,6 +367,16 @@ PATCHES: tuple[Patch, ...] = (
             "restored through the map on the host instead.",
         build="tpu_estimator_compat.hooks:host_saver"),
     Patch(
+        name="hooks.global_step_read",
+        kind=SCOPED,
+        target="tensorflow.python.training.training_util._get_or_create_global_step_read",
+        why="SummarySaverHook and StepCounterHook read the global step in begin() through "
+            "this private helper, which adds a read op of the graph's global-step variable "
+            "(`.op` of the eager variable here: `Tensor.op is undefined`). While hooks run, "
+            "it returns the variable itself, which hooks fetch as the step's global step.",
+        build="tpu_estimator_compat.hooks:global_step_read",
+        signature="(graph=None)"),
+    Patch(
         name="cluster.local_devices",
         kind=SCOPED,
         target="tensorflow.python.distribute.collective_all_reduce_strategy."

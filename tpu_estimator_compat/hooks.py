@@ -19,8 +19,10 @@ and the hooks ran once per loop. This module does both for the hooks a user pass
   TPU it logs `'loss'`/`'global_step'` at loop ends, as the values the host had there.
   `StopAtStepHook`, `NanTensorHook` and `CheckpointSaverHook` are re-expressed with their
   legacy meaning on the values the host has after each loop.
-* Other built-in TF1 hooks (SummarySaverHook, ProfilerHook, ...) are refused when training
-  starts, naming the hook, rather than silently doing nothing.
+* `SummarySaverHook` and `StepCounterHook` run as themselves on the CPU path (their
+  `begin()` reads the global step through a scoped patch); on a TPU, and for the other
+  built-in TF1 hooks (ProfilerHook, ...), they are refused when training starts, naming the
+  hook, rather than silently doing nothing.
 
 This module knows nothing about models, strategies or compiled functions: the caller hands it
 the graph model_fn was traced in and a function that makes the loop return named tensors.
@@ -52,9 +54,12 @@ _SPECIAL = ("loss", "global_step")
 FetchTensors = Callable[[tuple[tuple[str, tf.DType], ...]], None]
 
 
-def _builtin_hook_types() -> tuple[type, ...]:
-    names = ["SummarySaverHook", "ProfilerHook", "FeedFnHook", "FinalOpsHook",
-             "GlobalStepWaiterHook", "StepCounterHook"]
+def _builtin_hook_types(tensors_per_step: bool = False) -> tuple[type, ...]:
+    """Built-in hooks refused. On legacy's CPU path (`tensors_per_step`) SummarySaverHook
+    and StepCounterHook run as themselves, around every step, as on a plain Estimator."""
+    names = ["ProfilerHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook"]
+    if not tensors_per_step:
+        names += ["SummarySaverHook", "StepCounterHook"]
     return tuple(getattr(_train, n) for n in names
                  if isinstance(getattr(_train, n, None), type))
 
@@ -67,12 +72,19 @@ def check_supported(hooks: Sequence[Any], *, tensors_per_step: bool = False) -> 
     for hook in hooks:
         if not all(hasattr(hook, m) for m in ("begin", "before_run", "after_run", "end")):
             raise TypeError(f"All hooks must be SessionRunHook instances, given: {hook!r}.")
-        if isinstance(hook, _builtin_hook_types()) and not isinstance(hook, _RESHAPED):
+        if (isinstance(hook, _builtin_hook_types(tensors_per_step))
+                and not isinstance(hook, _RESHAPED)):
+            per_step = (" With use_tpu=True hooks run once per loop, outside the compiled "
+                        "loop: write summaries from host_call, or run with use_tpu=False "
+                        "(evaluate: eval_on_tpu=False), where it runs around every step."
+                        if isinstance(hook, (_train.SummarySaverHook, _train.StepCounterHook))
+                        else "")
             raise NotImplementedError(
                 f"`{type(hook).__name__}` is not supported by tpu_estimator_compat: it needs "
                 "TF1 graph tensors. Supported: LoggingTensorHook, StopAtStepHook, "
-                "NanTensorHook, CheckpointSaverHook and your own SessionRunHook subclasses. "
-                "Remove it, or see migration_guide/hooks.md.")
+                "NanTensorHook, CheckpointSaverHook and your own SessionRunHook subclasses, "
+                "and with use_tpu=False SummarySaverHook and StepCounterHook."
+                f"{per_step} Remove it, or see migration_guide/hooks.md.")
         if isinstance(hook, _train.LoggingTensorHook) and not tensors_per_step:
             unknown = [t for t in _logging_tags(hook).values()
                        if _value_key(t) not in _SPECIAL]
@@ -189,6 +201,20 @@ class _HostSaver:
             "weights). The estimator writes model_dir's checkpoints itself; to save at other "
             "times pass a tf.compat.v1.train.CheckpointSaverHook, or a CheckpointSaverListener "
             "in train(saving_listeners=...).")
+
+
+def global_step_read(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The replacement of patch `hooks.global_step_read`: the global-step variable itself.
+
+    `SessionRunArgs` fetches of it resolve to the step's global step (`_value_key`).
+    """
+
+    def get_or_create_global_step_read(graph: Any = None) -> Any:
+        step = _train.get_global_step(graph)
+        return step if step is not None else original(graph)
+
+    get_or_create_global_step_read.__doc__ = original.__doc__
+    return get_or_create_global_step_read
 
 
 def host_saver(original: Any) -> type:
@@ -315,6 +341,7 @@ class HookRunner:
                 stack.enter_context(self._registry.in_collections())
                 stack.enter_context(variables_lib.ema_restore_by_name())
                 stack.enter_context(_tf_patches.applied("hooks.Saver"))
+                stack.enter_context(_tf_patches.applied("hooks.global_step_read"))
                 # The graph model_fn was traced in (use_tpu=False) is a loop body whose name
                 # scope is `while/`; legacy's hooks ran at the root of the model's graph,
                 # where `ema.average_name(v)` is `dense/kernel/ExponentialMovingAverage`.

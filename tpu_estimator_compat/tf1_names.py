@@ -46,8 +46,10 @@ def install() -> None:
 _TF_INTERNALS = ("tensorflow.", "tf_keras.", "keras.")
 # ...except TensorFlow modules that read `v.op` only for the name, as model code does:
 # the profiler's `tfprof_logger` (`tf.profiler.profile(tf.get_default_graph())` in model_fn,
-# tensorflow/tpu amoeba_net's FLOP count) tags `v.op.name` of the trainable variables.
-_TF_NAME_READERS = ("tensorflow.python.profiler.",)
+# tensorflow/tpu amoeba_net's FLOP count) tags `v.op.name` of the trainable variables;
+# StepCounterHook names its summary `global_step.op.name + "/sec"`.
+_TF_NAME_READERS = ("tensorflow.python.profiler.",
+                    "tensorflow.python.training.basic_session_run_hooks")
 
 
 @dataclasses.dataclass(frozen=True)
