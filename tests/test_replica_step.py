@@ -1,5 +1,6 @@
 """Tests for tpu_estimator_compat.replica_step: how model_fn is called on each replica."""
 
+import functools
 import glob
 import os
 
@@ -50,20 +51,35 @@ def _logged_losses(model_dir):
     return losses
 
 
+class _CallableLossOnSelf(_LossOnSelf):
+    """`model_fn=Model()`: the same model class, called as an object."""
+
+    def __call__(self, features, labels, mode, params):
+        return self.model_fn(features, labels, mode, params)
+
+
+_FORMS = {
+    "method": lambda model: model.model_fn,
+    "callable_object": lambda model: model,
+    "partial_of_method": lambda model: functools.partial(model.model_fn),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_FORMS))
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_each_replica_keeps_its_own_state_on_a_method_model_fns_object(tmp_path, strategy,
-                                                                       use_tpu):
+                                                                       use_tpu, form):
     """MirroredStrategy pauses each replica's model_fn at the all-reduce and runs the next;
     with one shared object, replica 0 returned replica 7's `self.loss` (the logged loss was
     one replica's, silently) and its host_call got every replica's entries. Each replica
     after the first gets its own copy of the object; the object itself is called once, as
     legacy called it."""
-    model = _LossOnSelf()
+    model = _CallableLossOnSelf()
     rows = np.arange(8, dtype=np.float32)[:, None] * np.ones([1, 2], np.float32)
     labels = np.zeros([8, 1], np.float32)
     config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
                        save_summary_steps=1, tpu_config=TPUConfig(iterations_per_loop=1))
-    est = TPUEstimator(model_fn=model.model_fn, config=config, use_tpu=use_tpu,
+    est = TPUEstimator(model_fn=_FORMS[form](model), config=config, use_tpu=use_tpu,
                        train_batch_size=8)
     est.train(lambda params: tf.data.Dataset.from_tensor_slices((rows, labels)).repeat().batch(
         params["batch_size"], drop_remainder=True), max_steps=1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import inspect
 import threading
 import types
@@ -139,10 +140,9 @@ class ReplicaOwners:
         self._before: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def model_fn_for_this_replica(self, model_fn: Callable[..., Any]) -> Callable[..., Any]:
-        owner = getattr(model_fn, "__self__", None)
-        if (not inspect.ismethod(model_fn) or isinstance(owner, (type, types.ModuleType))
-                or isinstance(owner, tf.Module)
-                or not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context()
+        owner, rebind = _owner_of(model_fn)
+        if (owner is None or not tf.distribute.has_strategy()
+                or tf.distribute.in_cross_replica_context()
                 or tf.distribute.get_replica_context().num_replicas_in_sync == 1):
             return model_fn
         graph = tf.compat.v1.get_default_graph()
@@ -159,7 +159,32 @@ class ReplicaOwners:
             before = self._before.get(graph)
         if before is None:
             return model_fn
-        return types.MethodType(model_fn.__func__, copy.copy(before))
+        return rebind(copy.copy(before))
+
+
+def _owner_of(model_fn: Any) -> tuple[Any, Callable[[Any], Any] | None]:
+    """The object a model_fn keeps state on, and how to make the model_fn of a copy of it.
+
+    A bound method's object, a callable object (`model_fn=Model()` with `__call__`), or
+    either inside `functools.partial`; (None, None) for plain functions, classes, modules
+    and `tf.Module`s (Keras layers: copying them would fork their tracking).
+    """
+    if isinstance(model_fn, functools.partial):
+        owner, rebind = _owner_of(model_fn.func)
+        if owner is None:
+            return None, None
+        args, keywords = model_fn.args, model_fn.keywords
+        return owner, lambda copied: functools.partial(rebind(copied), *args, **keywords)
+    if inspect.ismethod(model_fn):
+        owner = model_fn.__self__
+        if isinstance(owner, (type, types.ModuleType, tf.Module)):
+            return None, None
+        function = model_fn.__func__
+        return owner, lambda copied: types.MethodType(function, copied)
+    if (callable(model_fn) and not isinstance(model_fn, (type, types.ModuleType, tf.Module))
+            and not inspect.isroutine(model_fn)):
+        return model_fn, lambda copied: copied
+    return None, None
 
 
 def _as_float_loss(loss: Any) -> tf.Tensor:
