@@ -1,12 +1,11 @@
 """Tests for tpu_estimator_compat.replica_step: how model_fn is called on each replica."""
 
 import functools
-import glob
-import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_summaries import events
 
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
 
@@ -41,14 +40,7 @@ class _LossOnSelf:
 
 
 def _logged_losses(model_dir):
-    losses = {}
-    for path in glob.glob(os.path.join(model_dir, "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == "loss":
-                    losses[event.step] = (float(tf.make_ndarray(value.tensor))
-                                          if value.HasField("tensor") else value.simple_value)
-    return losses
+    return {step: value for step, tag, value in events(model_dir) if tag == "loss"}
 
 
 class _CallableLossOnSelf(_LossOnSelf):
