@@ -361,7 +361,9 @@ def test_scalar_host_call_tensor_rejected(tmp_path):
         est.train(models.digits_input_fn(64, flat=True), steps=1)
 
 
-def test_v1_summaries_in_model_fn_are_dropped_with_warning(tmp_path, monkeypatch):
+def test_v1_summaries_in_model_fn_are_dropped_with_warning_with_use_tpu(tmp_path,
+                                                                       monkeypatch):
+    """Legacy TPU dropped v1 summary ops made inside the TPU computation."""
     from tpu_estimator_compat import replica_step
 
     warnings = []
@@ -374,10 +376,87 @@ def test_v1_summaries_in_model_fn_are_dropped_with_warning(tmp_path, monkeypatch
         return spec
 
     est = TPUEstimator(model_fn=model_fn, config=RunConfig(model_dir=str(tmp_path)),
-                       use_tpu=False, train_batch_size=64)
+                       use_tpu=True, train_batch_size=64)
     est.train(models.digits_input_fn(64, flat=True), steps=2)
     assert any("tf.compat.v1.summary op(s)" in w and "host_call" in w for w in warnings)
     assert "my_loss" not in {tag for _, tag, _ in events(str(tmp_path))}
+
+
+def summaries_model_fn(features, labels, mode, params):
+    """linear_model_fn plus v1 summaries: twice the loss, a histogram, and `params['also']`."""
+    spec = models.linear_model_fn(features, labels, mode, params)
+    if mode == "train":
+        v1.summary.scalar("twice_loss", spec.loss * 2)
+        v1.summary.histogram("weights", v1.trainable_variables()[0])
+        for name in params.get("also", ()):
+            v1.summary.scalar(name, spec.loss * 3)
+    return spec
+
+
+def summary_events(directory):
+    """[(step, [tag, ...], {tag: simple_value})] of every summary event, in file order."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
+        for event in v1.train.summary_iterator(path):
+            if event.summary.value:
+                found.append((event.step, [v.tag for v in event.summary.value],
+                              {v.tag: v.simple_value for v in event.summary.value
+                               if v.HasField("simple_value")}))
+    return found
+
+
+@pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
+def test_v1_summaries_in_model_fn_are_written_on_the_cpu_path(tmp_path, monkeypatch,
+                                                            strategy_name):
+    """use_tpu=False: legacy's Estimator wrote `merge_all()` with its loss summary.
+
+    Recorded on TF 2.15 + tensorflow-estimator 2.15 (use_tpu=False, save_summary_steps=3,
+    iterations_per_loop=4, train to 7 then to 9): one event at steps 1, 4, 7 and 8 holding
+    the model_fn's summaries in the order it made them, then `loss`.
+    """
+    from tpu_estimator_compat import replica_step
+    from conftest import make_strategy
+
+    warnings = []
+    monkeypatch.setattr(replica_step.logging, "warning",
+                        lambda fmt, *a: warnings.append(fmt % a))
+    config = RunConfig(model_dir=str(tmp_path), save_summary_steps=3,
+                       train_distribute=make_strategy(strategy_name),
+                       tpu_config=TPUConfig(iterations_per_loop=4))
+    est = TPUEstimator(model_fn=summaries_model_fn, config=config, use_tpu=False,
+                       train_batch_size=64)
+    est.train(models.digits_input_fn(256, flat=True), max_steps=7)
+    est.train(models.digits_input_fn(256, flat=True), max_steps=9)
+    found = [e for e in summary_events(str(tmp_path)) if "loss" in e[1]]
+    assert [step for step, _, _ in found] == [1, 4, 7, 8]
+    for _, tags, values in found:
+        assert tags == ["twice_loss", "weights", "loss"]
+        if strategy_name == "default":  # Several replicas: replica 0's own batch's loss.
+            assert values["twice_loss"] == pytest.approx(2 * values["loss"], rel=1e-6)
+    assert not any("tf.compat.v1.summary op(s)" in w for w in warnings)
+
+
+def test_a_v1_summary_named_loss_replaces_legacys_own_on_the_cpu_path(tmp_path):
+    """Legacy's Estimator added `loss` only when no summary was named exactly `loss`."""
+    config = RunConfig(model_dir=str(tmp_path), save_summary_steps=2,
+                       tpu_config=TPUConfig(iterations_per_loop=2))
+    est = TPUEstimator(model_fn=summaries_model_fn, config=config, use_tpu=False,
+                       train_batch_size=64, params={"also": ["loss"]})
+    est.train(models.digits_input_fn(256, flat=True), max_steps=4)
+    found = [e for e in summary_events(str(tmp_path)) if "twice_loss" in e[1]]
+    assert [step for step, _, _ in found] == [1, 3]
+    for _, tags, values in found:
+        assert tags == ["twice_loss", "weights", "loss"]  # No `loss_1`: model_fn's `loss`.
+        assert values["loss"] == pytest.approx(1.5 * values["twice_loss"], rel=1e-6)
+
+
+def test_no_model_fn_summaries_without_save_summary_steps(tmp_path):
+    config = RunConfig(model_dir=str(tmp_path), save_summary_steps=0,
+                       tpu_config=TPUConfig(iterations_per_loop=2))
+    est = TPUEstimator(model_fn=summaries_model_fn, config=config, use_tpu=False,
+                       train_batch_size=64)
+    est.train(models.digits_input_fn(256, flat=True), max_steps=4)
+    assert not any("twice_loss" in tags for _, tags, _ in summary_events(str(tmp_path)))
 
 
 def test_host_call_in_eval(tmp_path, strategy):

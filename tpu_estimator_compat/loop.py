@@ -51,6 +51,9 @@ class LoopResult:
     step_starts: np.ndarray | None = None
     # step_starts[k]: the global step the loop's k-th step started from (the value its
     # model_fn read), when the loop reports it.
+    summaries: np.ndarray | None = None
+    # summaries[k]: the serialized `Summary` of model_fn's v1 summary ops at the loop's k-th
+    # step (replica 0's), when the loop returns them (`emit_summaries`, legacy's CPU path).
 
     @property
     def last_loss(self) -> float | None:
@@ -82,7 +85,8 @@ def make_multi_step_train_fn(
         global_step: tf.Variable | None = None,
         endless: bool = False,
         hook_tensor_dtypes: Sequence[tf.DType] = (),
-        input_spec: Any = None) -> "TrainLoop":
+        input_spec: Any = None,
+        emit_summaries: bool = False) -> "TrainLoop":
     """Compiles `train_step` into one function running up to `n` steps per call.
 
     The function stops early when the iterator is exhausted (legacy Estimator ended
@@ -94,7 +98,9 @@ def make_multi_step_train_fn(
     did. With `global_step`, its value after the last step comes back with the losses, so
     the host needs no separate read per loop. With `hook_tensor_dtypes`, the step's
     `hook_tensors` (model_fn tensors SessionRunHooks fetch) come back for every step, replica
-    0's value: what legacy's one-device CPU path fetched.
+    0's value: what legacy's one-device CPU path fetched. With `emit_summaries`, the step's
+    `summaries` (model_fn's v1 summary ops merged, `replica_step.make_train_step`) come back
+    for every step, replica 0's value, for the host to write at legacy's summary steps.
 
     With `endless` (the input is known to be infinite, as `repeat()`ed training input is)
     each step takes the next element directly. Otherwise each step first asks whether
@@ -111,7 +117,7 @@ def make_multi_step_train_fn(
     replica_fn = _same_structure_on_every_replica(
         tf.autograph.experimental.do_not_convert(train_step))
     specs = list(host_call_specs or [])
-    fetch_dtypes = list(hook_tensor_dtypes)
+    fetch_dtypes = list(hook_tensor_dtypes) + ([tf.string] if emit_summaries else [])
     fixed = None if endless else FixedBatches.of(strategy, input_spec)
     if fixed is not None:
         replica_fn = fixed.with_static_shapes(replica_fn,
@@ -134,8 +140,10 @@ def make_multi_step_train_fn(
                          outfed + 1),
                 lambda: (calls, outfed))
         if fetch_dtypes:
+            values = list(out.get("hook_tensors", [])) + (
+                [out["summaries"]] if emit_summaries else [])
             fetched = [ta.write(i, strategy.experimental_local_results(value)[0])
-                       for ta, value in zip(fetched, out["hook_tensors"])]
+                       for ta, value in zip(fetched, values)]
         return (tf.constant(True), i + 1, outfed, losses.write(i, loss), starts.write(i, start),
                 calls, fetched)
 
@@ -181,7 +189,7 @@ def make_multi_step_train_fn(
                 [stack_steps(ta, steps, tf.TensorShape(None)) for ta in fetched],
                 stack_steps(starts, steps, tf.TensorShape([])))
 
-    return TrainLoop(run_steps)
+    return TrainLoop(run_steps, emit_summaries)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,8 +344,9 @@ def _raise_on_nan_loss(step: int, result: LoopResult) -> None:
 class TrainLoop:
     """The compiled train function, host side: trace once, then run chunks of n steps."""
 
-    def __init__(self, run_steps: Any) -> None:
+    def __init__(self, run_steps: Any, emit_summaries: bool = False) -> None:
         self._run_steps = Dispatch(run_steps)
+        self._emit_summaries = emit_summaries
 
     def trace(self, iterator: Any) -> None:
         """Traces the step (creating its variables) without running it."""
@@ -355,9 +364,11 @@ class TrainLoop:
         per_step = [[a[k] for a in arrays] for k in range(len(arrays[0]))] if arrays else []
         step = int(step)
         starts = starts.numpy()
+        fetched = [f.numpy() for f in fetched]
+        summaries = fetched.pop() if self._emit_summaries else None
         return LoopResult(int(steps), losses.numpy(), per_step, step if step >= 0 else None,
-                          [f.numpy() for f in fetched],
-                          starts if len(starts) and starts[0] >= 0 else None)
+                          fetched, starts if len(starts) and starts[0] >= 0 else None,
+                          summaries)
 
 
 class Dispatch:

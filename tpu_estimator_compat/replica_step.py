@@ -197,7 +197,9 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
                     global_step: tf.Variable, batch_size: int | None, *,
                     record: "TraceRecord",
                     emit_host_call: bool = False,
-                    hook_tensor_names: tuple[str, ...] = ()) -> Callable[[Any, Any], dict[str, Any]]:
+                    hook_tensor_names: tuple[str, ...] = (),
+                    write_summaries: bool = False,
+                    emit_summaries: bool = False) -> Callable[[Any, Any], dict[str, Any]]:
     """Returns `step(features, labels) -> {loss, step[, host_call][, hook_tensors]}` for TRAIN.
 
     The returned tensors run after the spec's `train_op`, so reading them means the update
@@ -212,6 +214,13 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
     CPU path let `before_run` fetch any graph tensor); each replica returns its own copy of
     each, found by name under the replica's root scope, and the trace records the graph
     model_fn was built in (`record.model_graph`) so the host can resolve hooks' fetches.
+
+    `write_summaries` (legacy's CPU path, `use_tpu=False`): model_fn's v1 summary ops
+    (`tf.compat.v1.summary.scalar`, ...: the graph's SUMMARIES collection) are kept, as
+    legacy's Estimator wrote `merge_all()` with its loss summary every
+    `save_summary_steps`; the trace records that there are some (`record.model_summaries`)
+    and, with `emit_summaries`, each step returns them merged (`summaries`, a serialized
+    `Summary`). Without it they are dropped with a warning, as legacy did on a TPU.
     """
 
     def train_step(features: Any, labels: Any) -> dict[str, Any]:
@@ -231,7 +240,11 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
                     "`TPUEstimatorSpec(mode, loss=..., train_op=optimizer.minimize(...))`.")
             record.observe(spec)
             record.observe_graph(spec)
-            _warn_dropped_summaries()
+            summary_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+            if write_summaries:
+                record.observe_summaries(summary_ops)
+            else:
+                _warn_dropped_summaries()
             with tf.control_dependencies([spec.train_op]):
                 outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss),
                                            "step": tf.identity(start)}
@@ -239,6 +252,10 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
                     outputs["host_call"] = tf.nest.map_structure(
                         tf.identity, record.host_call_tensors(spec))
                 outputs.update(_hook_tensors(hook_tensor_names))
+                if emit_summaries:
+                    outputs["summaries"] = (tf.compat.v1.summary.merge(summary_ops,
+                                                                       collections=[])
+                                            if summary_ops else tf.constant(b""))
             return outputs
 
     return train_step
@@ -312,6 +329,19 @@ class TraceRecord:
     hooks: tuple[Any, ...] = ()
     model_graph: Any = None  # The graph replica 0's model_fn built.
     loss_name: str | None = None  # The name of its spec.loss tensor there.
+    model_summaries: bool = False  # Replica 0's model_fn made v1 summary ops (TRAIN, CPU).
+    loss_summary_made: bool = False  # One of them is named exactly `loss`.
+
+    def observe_summaries(self, summary_ops: list[Any]) -> None:
+        """Notes replica 0's v1 summary ops, which legacy's CPU path wrote.
+
+        Legacy's Estimator added its own `loss` summary only when none was named exactly
+        `loss` (estimator.py, `_train_with_estimator_spec`).
+        """
+        if _is_first_replica() and summary_ops:
+            self.model_summaries = True
+            self.loss_summary_made |= any(t.op.name == LOSS_SUMMARY_NAME
+                                          for t in summary_ops)
 
     def observe_graph(self, spec: Any) -> None:
         """Keeps replica 0's graph and loss name, where hooks look fetches up by name."""

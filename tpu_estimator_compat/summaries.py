@@ -538,40 +538,50 @@ class TrainSummaries:
                             if model_dir is not None else None)
 
     def after_loop(self, step: int, losses: Any, end_time: float, seconds: float, *,
-                   starts: Any) -> None:
+                   starts: Any, summaries: Any = None) -> None:
         """Writes the summaries due at the steps of the loop that ended at `step`.
 
         `starts[k]`: the global step the loop's k-th step started from (`loop.step_starts`;
-        a model_fn may advance it on some steps only).
+        a model_fn may advance it on some steps only). `summaries[k]`: the serialized
+        `Summary` of model_fn's v1 summary ops at step k (legacy's CPU path), written in
+        the loss summary's event, before the loss, as legacy's `merge_all()` ordered them.
         """
         if self._writer is None or not len(losses):
             return
-        self._background.submit(self._write_loop, step, losses, starts, end_time, seconds)
+        self._background.submit(self._write_loop, step, losses, starts, end_time, seconds,
+                                summaries)
 
     def _write_loop(self, step: int, losses: Any, starts: Any, end_time: float,
-                    seconds: float) -> None:
+                    seconds: float, summaries: Any = None) -> None:
         """after_loop's work, on the background thread: decides and writes the events.
 
         Eagerly, as the train() that submitted it: a thread starts in the process-wide mode,
         which a TF1 script's `disable_eager_execution()` made graph mode.
         """
-        # One event per legacy add_summary call: (step, [(tag, simple_value), ...]).
-        events: list[tuple[int, list[tuple[str, float]]]] = []
-        for start, end, loss, _ in self._runs(step, losses, starts, end_time, seconds,
-                                              self._rules.loss_steps_per_run):
-            events += self._loss_after_run(start, end, loss)
+        # One event per legacy add_summary call: (step, [(tag, simple_value), ...], the
+        # serialized model_fn summaries that came before them in it).
+        events: list[tuple[int, list[tuple[str, float]], bytes]] = []
+        per_step = summaries is not None and self._rules.loss_steps_per_run == 1
+        for k, (start, end, loss, _) in enumerate(
+                self._runs(step, losses, starts, end_time, seconds,
+                           self._rules.loss_steps_per_run)):
+            events += [(at, values, bytes(summaries[k]) if per_step else b"")
+                       for at, values in self._loss_after_run(start, end, loss)]
         for start, end, _, when in self._runs(step, losses, starts, end_time, seconds,
                                               self._rules.steps_per_run):
-            events += self._rate_after_run(start, end, when)
+            events += [(at, values, b"")
+                       for at, values in self._rate_after_run(start, end, when)]
         events.sort(key=lambda event: event[0])  # Stable: at one step the loss comes first.
-        protos = [_serialized_scalars(values) for _, values in events]
+        protos = [extra + _serialized_scalars(values) for _, values, extra in events]
+        events = [event for event, proto in zip(events, protos) if proto]
+        protos = [proto for proto in protos if proto]
         with eager_scope.running_eagerly("TPUEstimator.train"):
             if len(events) > _EAGER_WRITES_AT_MOST:
-                self._write_events(tf.constant([at for at, _ in events], tf.int64),
+                self._write_events(tf.constant([at for at, _, _ in events], tf.int64),
                                    tf.constant(protos))
                 return
             with self._writer.as_default():  # A few events: not worth tracing the writer.
-                for (at, _), proto in zip(events, protos):
+                for (at, _, _), proto in zip(events, protos):
                     tf.summary.experimental.write_raw_pb(proto, step=at)
 
     def close(self) -> None:

@@ -214,6 +214,9 @@ class TrainSession:
         taken = int(record.loss_name_taken)
         if host_call is not None and settings.config.save_summary_steps:
             taken += host_call.root_name_taken(summaries_lib.LOSS_TAG)
+        loss_tags = summaries_lib.legacy_loss_tags(taken=taken, use_tpu=settings.use_tpu)
+        if record.loss_summary_made and not settings.use_tpu:
+            loss_tags = ()  # Legacy's Estimator added none: model_fn's `loss` is written.
         rules = summaries_lib.TrainSummaryRules.legacy(
             use_tpu=settings.use_tpu,
             on_tpu=isinstance(self._runtime.strategy, tf.distribute.TPUStrategy),
@@ -221,7 +224,7 @@ class TrainSession:
             log_step_count_steps=settings.config.log_step_count_steps,
             iterations_per_loop=settings.iterations_per_loop,
             examples_per_step=self._plan.global_batch_size,
-            loss_tags=summaries_lib.legacy_loss_tags(taken=taken, use_tpu=settings.use_tpu))
+            loss_tags=loss_tags)
         return _TrainReporting(
             summaries_lib.TrainSummaries(settings.model_dir if chief else None, rules),
             host_call, self._host_call_every_n())
@@ -246,7 +249,9 @@ class TrainSession:
         input gets a loop without end-of-input checks (`make_multi_step_train_fn`); other
         input keeps its fixed batch shapes through them (`loop.FixedBatches`).
         `hook_tensors` ((name, dtype) pairs) are model_fn tensors SessionRunHooks fetch,
-        returned for every step.
+        returned for every step. With `use_tpu=False` model_fn's v1 summary ops are written
+        as legacy's CPU path wrote them (with the loss summary, every `save_summary_steps`):
+        when the trace made some, the loop is built and traced again returning them per step.
         """
         runtime, plan = self._runtime, self._plan
         endless = source.endless
@@ -256,23 +261,30 @@ class TrainSession:
         record = replica_step.TraceRecord()
         caller = self._settings.make_caller(plan, None)
 
-        def build(emit_host_call: bool, specs: list[tf.TensorSpec] | None) -> Any:
+        write_summaries = not self._settings.use_tpu
+
+        def build(emit_host_call: bool, specs: list[tf.TensorSpec] | None,
+                  emit_summaries: bool = False) -> Any:
             step = replica_step.make_train_step(
                 caller, runtime.registry, runtime.global_step, plan.for_model_fn,
                 record=record, emit_host_call=emit_host_call,
-                hook_tensor_names=tuple(name for name, _ in hook_tensors))
+                hook_tensor_names=tuple(name for name, _ in hook_tensors),
+                write_summaries=write_summaries, emit_summaries=emit_summaries)
             return loop_lib.make_multi_step_train_fn(
                 runtime.strategy, step, host_call_specs=specs,
                 host_call_every_n=self._host_call_every_n(), global_step=runtime.global_step,
                 endless=endless, hook_tensor_dtypes=[dtype for _, dtype in hook_tensors],
-                input_spec=source.replica_spec)
+                input_spec=source.replica_spec, emit_summaries=emit_summaries)
 
         train_loop = build(False, None)
         train_loop.trace(iterator)
-        if record.host_call is not None:
-            specs = [tf.TensorSpec([None] + t.shape[1:].as_list(), t.dtype)
-                     for t in tf.nest.flatten(record.host_call[1])]
-            train_loop = build(True, specs)
+        emit_summaries = (record.model_summaries
+                          and bool(self._settings.config.save_summary_steps))
+        if record.host_call is not None or emit_summaries:
+            specs = ([tf.TensorSpec([None] + t.shape[1:].as_list(), t.dtype)
+                      for t in tf.nest.flatten(record.host_call[1])]
+                     if record.host_call is not None else None)
+            train_loop = build(record.host_call is not None, specs, emit_summaries)
             train_loop.trace(iterator)
         runtime.functions[key] = (train_loop, record)
         return runtime.functions[key]
@@ -330,7 +342,7 @@ class _TrainReporting:
             for k, values in enumerate(result.host_calls):
                 self._host_call.run(values, int(starts[k * self._every_n]))
         self._summaries.after_loop(step, result.losses, time.monotonic(), seconds,
-                                   starts=starts)
+                                   starts=starts, summaries=result.summaries)
 
     def close(self) -> None:
         self._summaries.close()
