@@ -19,6 +19,7 @@ from tf_slim.training import evaluation as slim_evaluation
 
 import tpu_estimator_compat
 from tpu_estimator_compat import aliases
+from tpu_estimator_compat import contrib_image
 from tpu_estimator_compat import export as export_lib
 from tpu_estimator_compat import hparams as hparams_lib
 from tpu_estimator_compat import legacy_imports
@@ -66,6 +67,11 @@ _FORMS = [
      tf.random.stateless_normal),
     ("from tensorflow.contrib import estimator as m", "m.clip_gradients_by_norm",
      aliases.clip_gradients_by_norm),
+    # RandAugment / AutoAugment (tensorflow/tpu efficientnet and detection, and
+    # noisystudent `randaugment.py`: `contrib_image.rotate`, `translate`, `transform`).
+    ("from tensorflow.contrib import image as m", "m.rotate", contrib_image.rotate),
+    ("from tensorflow.contrib.image.python.ops import image_ops as m", "m.transform",
+     contrib_image.transform),
     ("import tensorflow.contrib.tpu as m", "m.TPUConfig", _T.TPUConfig),
     ("import tensorflow.contrib.cluster_resolver\nm = tensorflow.contrib.cluster_resolver",
      "m.TPUClusterResolver", aliases.TPUClusterResolver),
