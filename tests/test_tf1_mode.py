@@ -250,7 +250,10 @@ _SIBLING_PACKAGE_REPO = {
     "repo/lm/__init__.py": "",
     "repo/lm/modeling.py": "from lm import optim\n",
     "repo/lm/optim.py": "import tensorflow as tf\n\nclass Opt(tf.train.Optimizer):\n    pass\n",
-    "repo/clean/__init__.py": "import tensorflow as tf\nX = tf.nn.relu\n",
+    # google-research/disentanglement_lib: `from tensorflow.contrib import tpu` beside
+    # `import tensorflow.compat.v1 as tf`: the import hook serves it without TF1 mode.
+    "repo/clean/__init__.py": ("import tensorflow as tf\nX = tf.nn.relu\n"
+                               "from tensorflow.contrib import tpu as contrib_tpu\n"),
     "site/installed_tf1.py": "import tensorflow as tf\nY = tf.contrib.layers\n",
 }
 
@@ -259,7 +262,8 @@ def test_detection_names_tf1_packages_imported_from_outside_the_script_directory
         tmp_path, monkeypatch):
     """A package on another sys.path entry keeps the real TF2 API (only the script's
     directory and --tf1_packages are user code): its TF1-only names are reported with the
-    package to name, never counted as the script's evidence. Installed code is not read."""
+    package to name, never counted as the script's evidence. Installed code is not read, and
+    imports the hook serves anyway (`from tensorflow.contrib import tpu`) are no evidence."""
     _write(tmp_path, _SIBLING_PACKAGE_REPO)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.syspath_prepend(str(tmp_path / "repo"))

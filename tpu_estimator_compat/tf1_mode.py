@@ -333,6 +333,9 @@ class _FileScan:
     def __init__(self, tree: ast.AST) -> None:
         self.aliases: set[str] = set()
         self.chains: list[tuple[int, tuple[str, ...]]] = []
+        # The chains of `from tensorflow.<module> import <name>` whose module the import
+        # hook serves with or without TF1 mode (`from tensorflow.contrib import tpu`).
+        self.served: set[tuple[int, tuple[str, ...]]] = set()
         self.imports: list[tuple[int, str, tuple[str, ...]]] = []  # (level, module, names)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -346,7 +349,10 @@ class _FileScan:
                 if node.level == 0 and (module == "tensorflow"
                                         or module.startswith("tensorflow.")):
                     base = tuple(module.split(".")[1:])
-                    self.chains.extend((node.lineno, base + (n,)) for n in names if n != "*")
+                    found = [(node.lineno, base + (n,)) for n in names if n != "*"]
+                    self.chains.extend(found)
+                    if legacy_imports.serves(module):
+                        self.served.update(found)
                 self.imports.append((node.level, module, names))
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute):
@@ -429,10 +435,13 @@ def _scan_file(path: str) -> _FileScan | None:
         return None
 
 
-def _tf1_and_tf2_names(path: str, scan: _FileScan) -> tuple[list[str], list[str]]:
+def _tf1_and_tf2_names(path: str, scan: _FileScan,
+                       served: bool = True) -> tuple[list[str], list[str]]:
+    """The file's TF1-only and TF2-only names; without `served`, leaving out the imports the
+    import hook serves whatever the TF1 mode (`from tensorflow.contrib import tpu`)."""
     tf1: list[str] = []
     tf2: list[str] = []
-    for lineno, chain in sorted(set(scan.chains)):
+    for lineno, chain in sorted(set(scan.chains) - (set() if served else scan.served)):
         kind = _classify(chain)
         if kind:
             (tf1 if kind == "tf1" else tf2).append(
@@ -484,7 +493,9 @@ def _outside_tf1(queue: list[tuple[str, str]], user_code: UserCode, roots: list[
         scan = _scan_file(path)
         if scan is None:
             continue
-        file_tf1, _ = _tf1_and_tf2_names(path, scan)
+        # Code outside the user code keeps the real TF2 API; what the import hook serves
+        # there (`from tensorflow.contrib import tpu`) works all the same.
+        file_tf1, _ = _tf1_and_tf2_names(path, scan, served=False)
         if file_tf1:
             evidence.setdefault(name.split(".")[0], []).extend(file_tf1)
         package = name.split(".")[0]  # Within the package only: not into its dependencies.
