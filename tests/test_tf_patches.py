@@ -104,13 +104,26 @@ PATCHED_SYMBOLS = {
         ("tensorflow.python.data.ops.multi_device_iterator_ops._create_device_dataset",),
     "global_step_reads.value": ("tensorflow.Variable.value",),
     "global_step_reads.read_value": ("tensorflow.Variable.read_value",),
+    "hub_support.try_get_state_scope": ("tensorflow_hub.module._try_get_state_scope",),
+    "hub_support.init_state": ("tensorflow_hub.native_module._ModuleImpl._init_state",),
+    "hub_support.create_apply_graph":
+        ("tensorflow_hub.native_module._ModuleImpl.create_apply_graph",),
 }
+
+if importlib.util.find_spec("tensorflow_hub") is not None:
+    # tensorflow_hub imports `tensorflow.compat.v1.estimator` at import time: it loads only
+    # with the aliases in place, as it does under the launcher and TPUEstimator.
+    tpu_estimator_compat.install_aliases()
+    import tensorflow_hub  # noqa: F401
 
 _PROCESS = [p for p in _tf_patches.PATCHES if p.kind == _tf_patches.PROCESS]
 _SCOPED = [p for p in _tf_patches.PATCHES if p.kind == _tf_patches.SCOPED]
 
 # What each scoped patch's builder takes (see the owning module's builder).
 _SCOPED_ARGS = {
+    "hub_support.try_get_state_scope": lambda: (),
+    "hub_support.init_state": lambda: (),
+    "hub_support.create_apply_graph": lambda: (),
     "summaries.create_file_writer": lambda: (lambda logdir, **kwargs: None,),
     "variables.ema_variables_to_restore": lambda: (),
     "variables.replica_root_name_scope": lambda: (),
@@ -134,6 +147,13 @@ _NOT_TENSORFLOW = {
     "_getframe": "CPython's documented sys._getframe (keras_env reads its caller's module)",
     "_fields": "collections.namedtuple's documented field names (loop.py)",
     "_alias_hint": "aliases.AliasNamespace's own hint, read by legacy_imports",
+    "_meta_graph": "tensorflow_hub's _ModuleImpl state, which hub_support's patches replace",
+    "_state_map": "tensorflow_hub's _ModuleImpl state, which hub_support's patches replace",
+    "_variable_map": "tensorflow_hub's _ModuleImpl state, which hub_support's patches replace",
+    "_saver": "tensorflow_hub's _ModuleImpl state, which hub_support's patches replace",
+    "_trainable": "tensorflow_hub's _ModuleImpl state, which hub_support's patches replace",
+    "_checkpoint_path": "tensorflow_hub's _ModuleImpl state, which hub_support's patches "
+                        "replace",
 }
 
 

@@ -460,3 +460,39 @@ PATCHES += (
               "keeps the function only as `tf.register_tensor_conversion_function`.",
           build="tpu_estimator_compat.tf_slim_support:register_tensor_conversion_function"),
 )
+PATCHES += (
+    # -- hub_support: TF1 hub modules (`hub.Module`) built inside model_fn.
+    Patch(
+        name="hub_support.try_get_state_scope",
+        kind=SCOPED,
+        target="tensorflow_hub.module._try_get_state_scope",
+        package="tensorflow_hub",
+        why="hub.Module checks that the variable scope it picks has an unused name scope of "
+            "the same name; a later replica's name scopes carry its `replica_<k>/` root and "
+            "its variable scopes do not, so the check failed on every replica but the first. "
+            "Inside a replica step it compares relative to the replica's root.",
+        build="tpu_estimator_compat.hub_support:try_get_state_scope",
+        signature="(name, mark_name_scope_used=True)"),
+    Patch(
+        name="hub_support.init_state",
+        kind=SCOPED,
+        target="tensorflow_hub.native_module._ModuleImpl._init_state",
+        package="tensorflow_hub",
+        why="hub.Module imports its variables into the current graph (import_meta_graph): "
+            "in a traced step they belong to the trace, never reach the registry, and their "
+            "initializers and save ops would run every step. Inside a replica step they are "
+            "made through get_variable (the registry), initialised as the module graph does.",
+        build="tpu_estimator_compat.hub_support:init_state",
+        signature="(self, name)"),
+    Patch(
+        name="hub_support.create_apply_graph",
+        kind=SCOPED,
+        target="tensorflow_hub.native_module._ModuleImpl.create_apply_graph",
+        package="tensorflow_hub",
+        why="Applying a signature imports the whole module graph, initializers and save ops "
+            "included, which a tf.function would all run; inside a replica step the graph is "
+            "pruned to the signature's outputs and UPDATE_OPS and fed the replica's own "
+            "variable handles, as hub does for TPU functions.",
+        build="tpu_estimator_compat.hub_support:create_apply_graph",
+        signature="(self, signature, input_tensors, name)"),
+)

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
-from tpu_estimator_compat import _tf_patches, _tf_private, replica_state, tf1_names
+from tpu_estimator_compat import _tf_patches, _tf_private, hub_support, replica_state, tf1_names
 
 _v1 = tf.compat.v1
 
@@ -550,6 +550,12 @@ def create_global_step(registry: VariableRegistry) -> tf.Variable:
     return variable
 
 
+def replica_root_name() -> str:
+    """`replica_<k>/` while this thread traces a later replica's step, '' otherwise."""
+    root = getattr(_REPLICA_GRAPH, "root_scope", None) or ""
+    return root if not root or root.endswith("/") else root + "/"
+
+
 def _replica_root_scope() -> str:
     """'' for the first replica (and outside a strategy), `replica_<k>` for the others."""
     if tf.distribute.in_cross_replica_context():
@@ -595,7 +601,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
                 replica_state.own_v1_stores(graph, _refusing_partitioners), _v1.variable_scope(root, auxiliary_name_scope=False), \
                 _tf_private.tf1_tensor_equality(), ema_restore_by_name(), \
                 _tf_patches.applied("variables.local_update_in_control_flow"), \
-                tf1_names.replica_scoped_collections(replica_root):
+                tf1_names.replica_scoped_collections(replica_root), hub_support.applied():
             for key in (_v1.GraphKeys.GLOBAL_STEP, _v1.GraphKeys.GLOBAL_VARIABLES):
                 ref = graph.get_collection_ref(key)
                 if not any(item is global_step for item in ref):
