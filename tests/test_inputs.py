@@ -1,4 +1,5 @@
 """Tests for tpu_estimator_compat.inputs: batch plans, input_fn calls, distributed datasets."""
+import copy
 import statistics
 import time
 import weakref
@@ -501,3 +502,85 @@ def test_pad_and_mask_leaves_flattened_image_batches_alone():
     assert element["features"].shape == (12,)
     np.testing.assert_array_equal(element["labels"].numpy(), [0, 1, 2, 3])
     assert element[inputs.MASK_KEY].numpy().all()
+
+
+class _AttrConfig(dict):
+    """tensorflow/tpu QANet's `utils.Config`: a dict read by attribute (`params.dataset.x`).
+
+    Its `__getattr__` is `dict.__getitem__`, so a missing attribute is a KeyError.
+    """
+    __getattr__ = dict.__getitem__
+    __setattr__ = dict.__setitem__
+
+    def __deepcopy__(self, memo):
+        return type(self)((copy.deepcopy(k, memo), copy.deepcopy(v, memo))
+                          for k, v in self.items())
+
+
+def _attr_params_input_fn(params):
+    # Legacy handed input_fn the params' own type (a deep copy): attribute reads work.
+    assert type(params) is _AttrConfig, type(params)
+    batch = params.batch_size
+    x = tf.ones([batch * 8, 2]) * params.data.scale
+    return tf.data.Dataset.from_tensor_slices((x, tf.zeros([batch * 8], tf.int32))).repeat() \
+        .batch(batch, drop_remainder=True)
+
+
+def _attr_params_model_fn(features, labels, mode, params):
+    from tpu_estimator_compat import TPUEstimatorSpec
+    v1 = tf.compat.v1
+    assert type(params) is _AttrConfig, type(params)
+    w = v1.get_variable("w", [2, 1], initializer=v1.zeros_initializer())
+    loss = tf.reduce_mean(tf.matmul(features, w)) + 0.0 * tf.cast(tf.reduce_sum(labels),
+                                                                     tf.float32)
+    opt = v1.train.GradientDescentOptimizer(params.opt.lr)
+    if params.use_tpu:
+        opt = v1.tpu.CrossShardOptimizer(opt)
+    return TPUEstimatorSpec(mode, loss=loss,
+                            train_op=opt.minimize(loss, global_step=v1.train.get_global_step()))
+
+
+@pytest.mark.parametrize("use_tpu", [False, True])
+def test_params_keep_their_dict_subclass_in_input_fn_and_model_fn(tmp_path, use_tpu):
+    """QANet reads `params.dataset.train_batch_size`: legacy deep-copied params, type kept."""
+    from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator
+    params = _AttrConfig(opt=_AttrConfig(lr=0.5), data=_AttrConfig(scale=2.0))
+    est = TPUEstimator(model_fn=_attr_params_model_fn, use_tpu=use_tpu, train_batch_size=8,
+                       params=params,
+                       config=RunConfig(model_dir=str(tmp_path),
+                                        tpu_config=TPUConfig(iterations_per_loop=2)))
+    assert type(est.params) is _AttrConfig and est.params is not params
+    est.train(_attr_params_input_fn, max_steps=2)
+    # Two SGD steps of lr 0.5 on mean(x @ w) with x = 2: each step moves w by -0.5 * 2.
+    np.testing.assert_allclose(est.get_variable_value("w"), [[-2.0], [-2.0]])
+    assert "batch_size" not in params and "use_tpu" not in params  # The caller's untouched.
+
+
+def test_hparams_params_get_batch_size_through_their_own_api(tmp_path):
+    """Legacy `_add_item_to_params`: HParams params got `batch_size` via add_hparam."""
+    from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator
+    from tpu_estimator_compat.hparams import HParams
+    seen = []
+
+    def input_fn(params):
+        seen.append((type(params).__name__, params.batch_size, params.lr))
+        return tf.data.Dataset.from_tensors(
+            (tf.ones([params.batch_size, 2]), tf.zeros([params.batch_size], tf.int32))).repeat()
+
+    def model_fn(features, labels, mode, params):
+        from tpu_estimator_compat import TPUEstimatorSpec
+        v1 = tf.compat.v1
+        seen.append((type(params).__name__, params.batch_size, params.use_tpu))
+        w = v1.get_variable("w", [2, 1], initializer=v1.zeros_initializer())
+        loss = tf.reduce_mean(tf.matmul(features, w))
+        train_op = v1.train.GradientDescentOptimizer(params.lr).minimize(
+            loss, global_step=v1.train.get_global_step())
+        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    est = TPUEstimator(model_fn=model_fn, use_tpu=False, train_batch_size=4,
+                       params=HParams(lr=0.25), config=RunConfig(model_dir=str(tmp_path)))
+    est.train(input_fn, max_steps=1)
+    assert ("HParams", 4, 0.25) in seen and ("HParams", 4, False) in seen
+    with pytest.raises(ValueError, match="are reserved keys"):
+        TPUEstimator(model_fn=model_fn, params=HParams(batch_size=3), train_batch_size=4,
+                     config=RunConfig(model_dir=str(tmp_path)))

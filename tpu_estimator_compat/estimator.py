@@ -83,8 +83,10 @@ class TPUEstimator:
             raise ValueError(
                 "`config` must be provided with type `tpu_config.RunConfig`; received "
                 f"{type(config).__name__}. Pass `config=tpu_estimator_compat.RunConfig(...)`.")
-        if params is not None and not isinstance(params, dict):
-            raise ValueError(f"`params` must be a dict or None; received {type(params).__name__}.")
+        if params is not None and not (isinstance(params, dict)
+                                       or hasattr(params, "set_hparam")):
+            raise ValueError(f"`params` must be a dict, an HParams or None; received "
+                             f"{type(params).__name__}.")
         if params is not None and any(k in params for k in _RESERVED_PARAMS_KEYS):
             raise ValueError(
                 f"{list(_RESERVED_PARAMS_KEYS)} are reserved keys but existed in params "
@@ -115,7 +117,9 @@ class TPUEstimator:
                     eval_on_tpu=eval_on_tpu)
         self._model_dir = config_lib.validate_model_dir(model_dir, config)
         self._config = config.replace(model_dir=self._model_dir)
-        self._params = dict(params or {})
+        # Kept as given (a deep copy), as legacy: a dict subclass or HParams reaches
+        # model_fn and input_fn as that type.
+        self._params = inputs_lib.copy_params(params)
         self._model_fn = model_fn
         self._use_tpu = bool(use_tpu)
         self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
@@ -143,8 +147,8 @@ class TPUEstimator:
         return self._config
 
     @property
-    def params(self) -> dict[str, Any]:
-        return dict(self._params)
+    def params(self) -> Any:
+        return inputs_lib.copy_params(self._params)
 
     @property
     def model_fn(self) -> Callable[..., Any]:

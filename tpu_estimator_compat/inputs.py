@@ -49,6 +49,33 @@ from tpu_estimator_compat.config import InputPipelineConfig
 BATCH_SIZE_KEY = "batch_size"
 CONTEXT_KEY = "context"
 USE_TPU_KEY = "use_tpu"
+
+
+def copy_params(params: Any) -> Any:
+    """A deep copy of the user's `params`, keeping its type, as legacy Estimator made.
+
+    Legacy kept `copy.deepcopy(params)`: a dict subclass (an attribute-access config such as
+    tensorflow/tpu QANet's `utils.Config`) or an `HParams` reached model_fn and input_fn as
+    that type, so `params.dataset.train_batch_size` worked there.
+    """
+    return {} if params is None else copy.deepcopy(params)
+
+
+def set_param(params: Any, key: str, value: Any) -> None:
+    """Sets `params[key]` the way legacy TPUEstimator did: HParams through their own API.
+
+    A dict (subclass) is tested first: legacy asked `hasattr(params, 'set_hparam')`, which an
+    attribute-access dict whose `__getattr__` is `dict.__getitem__` (QANet's `Config`)
+    answers with a KeyError on Python 3 (Python 2's `hasattr`, which these scripts were
+    written for, swallowed it and took the dict branch).
+    """
+    if not isinstance(params, dict) and hasattr(params, "set_hparam"):
+        if key in params:
+            params.set_hparam(key, value)
+        else:
+            params.add_hparam(key, value)
+    else:
+        params[key] = value
 _TRAIN = "train"  # ModeKeys.TRAIN; specs are not this module's business.
 
 
@@ -199,12 +226,13 @@ def call_input_fn(input_fn: Callable[..., Any], *, params: dict[str, Any], confi
     """
     check_input_fn_signature(input_fn)
     args = _accepted_args(input_fn)
-    params = copy.deepcopy(params)
+    params = copy_params(params)
     if plan.for_input_fn is not None:
-        params[BATCH_SIZE_KEY] = plan.for_input_fn
+        set_param(params, BATCH_SIZE_KEY, plan.for_input_fn)
     if use_tpu:
-        params[CONTEXT_KEY] = TPUContext(input_context, plan, mode, input_device=input_device,
-                                         on_host_read=on_host_read)
+        set_param(params, CONTEXT_KEY,
+                  TPUContext(input_context, plan, mode, input_device=input_device,
+                             on_host_read=on_host_read))
     if on_host_read is not None and args & {"input_context", "config"}:
         on_host_read()
     kwargs: dict[str, Any] = {"params": params}

@@ -32,6 +32,7 @@ from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import variables as variables_lib
 from tpu_estimator_compat.inputs import BATCH_SIZE_KEY, CONTEXT_KEY, USE_TPU_KEY
+from tpu_estimator_compat.inputs import copy_params, set_param
 
 ModeKeys = spec_lib.ModeKeys
 
@@ -90,13 +91,13 @@ class ModelFnCaller:
             kwargs["mode"] = mode
         if "config" in args:
             kwargs["config"] = copy.deepcopy(self.config)
-        params = copy.deepcopy(self.params)
+        params = copy_params(self.params)
         if batch_size is not None:
-            params[BATCH_SIZE_KEY] = batch_size
+            set_param(params, BATCH_SIZE_KEY, batch_size)
         # Legacy export built a CPU graph: no batch_size, and use_tpu False.
-        params[USE_TPU_KEY] = self.use_tpu and not export_mode
+        set_param(params, USE_TPU_KEY, self.use_tpu and not export_mode)
         if self.use_tpu and not export_mode and self.context_factory is not None:
-            params[CONTEXT_KEY] = self.context_factory(mode)
+            set_param(params, CONTEXT_KEY, self.context_factory(mode))
         kwargs["params"] = params
 
         model_fn = self._owners.model_fn_for_this_replica(self.model_fn)
