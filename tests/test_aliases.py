@@ -419,3 +419,26 @@ def test_off_cloud_the_real_resolver_is_never_built(off_cloud, monkeypatch):
 
     monkeypatch.setattr(aliases, "_real_resolver_class", lambda: must_not_run)
     assert type(aliases.TPUClusterResolver("my-tpu")) is aliases.NoTPUClusterResolver
+
+
+def test_contrib_lookup_serves_tf1_vocabulary_tables():
+    """tensorflow/tpu QANet: `contrib_lookup.index_table_from_tensor(words, default_value=0)`."""
+    from tensorflow.python.ops import lookup_ops
+    contrib = tf.compat.v1.contrib
+    # TF 1.15's keyword is `mapping` (TensorFlow's own is `vocabulary_list`).
+    table = contrib.lookup.index_table_from_tensor(
+        mapping=tf.constant(["UNK", "fox", "dog"]), default_value=0)
+    np.testing.assert_array_equal(table.lookup(tf.constant(["dog", "cat", "fox"])), [2, 0, 1])
+    np.testing.assert_array_equal(
+        contrib.lookup.index_to_string(tf.constant([1, 7], tf.int64), mapping=["a", "b"],
+                                       default_value="?"), [b"b", b"?"])
+    np.testing.assert_array_equal(
+        contrib.lookup.string_to_index(tf.constant(["b", "z"]), mapping=["a", "b"]), [1, -1])
+    assert contrib.lookup.HashTable is lookup_ops.HashTable
+    assert contrib.lookup.MutableDenseHashTable is lookup_ops.DenseHashTable
+    assert contrib.lookup.KeyValueTensorInitializer is lookup_ops.KeyValueTensorInitializer
+    with tf.Graph().as_default():  # The TF1 idiom: tables_initializer() in a session.
+        ids = contrib.lookup.index_table_from_tensor(["x", "y"]).lookup(tf.constant(["y"]))
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.tables_initializer())
+            assert sess.run(ids).tolist() == [1]

@@ -20,6 +20,7 @@ from tf_slim.training import evaluation as slim_evaluation
 import tpu_estimator_compat
 from tpu_estimator_compat import aliases
 from tpu_estimator_compat import contrib_image
+from tpu_estimator_compat import contrib_lookup
 from tpu_estimator_compat import export as export_lib
 from tpu_estimator_compat import hparams as hparams_lib
 from tpu_estimator_compat import legacy_imports
@@ -65,6 +66,9 @@ _FORMS = [
      tf.compat.v1.nn.rnn_cell.BasicLSTMCell),
     ("from tensorflow.contrib import stateless as m", "m.stateless_random_normal",
      tf.random.stateless_normal),
+    # tensorflow/tpu QANet (`contrib_lookup.index_table_from_tensor`).
+    ("from tensorflow.contrib import lookup as m", "m.index_table_from_tensor",
+     contrib_lookup.index_table_from_tensor),
     ("from tensorflow.contrib import estimator as m", "m.clip_gradients_by_norm",
      aliases.clip_gradients_by_norm),
     # RandAugment / AutoAugment (tensorflow/tpu efficientnet and detection, and

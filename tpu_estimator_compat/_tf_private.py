@@ -545,3 +545,16 @@ def xla_control_flow_context():
     from tensorflow.python.ops import control_flow_ops  # pylint: disable=import-outside-toplevel
 
     return control_flow_ops.XLAControlFlowContext()
+
+
+# `tf.contrib.lookup` (contrib_lookup.py) re-exported TensorFlow's v1 lookup-table module:
+# `index_table_from_tensor`/`_from_file`, `index_to_string_table_from_*`, the v1 `HashTable`
+# (with `init` and `export`), `MutableHashTable`, `IdTableWithHashBuckets`, the initializers
+# and hasher specs. TF 2.21 still has every one of them in this module, but its public API
+# (`tf.compat.v1.lookup`) exports only `StaticHashTable`, `StaticVocabularyTable` and the
+# initializers.
+def v1_lookup_ops():
+    """TensorFlow's `lookup_ops` module (tensorflow/python/ops/lookup_ops.py)."""
+    from tensorflow.python.ops import lookup_ops  # pylint: disable=import-outside-toplevel
+
+    return lookup_ops

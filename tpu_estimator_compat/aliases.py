@@ -401,7 +401,7 @@ def build_estimator_namespace() -> AliasNamespace:
 # ---------------------------------------------------------------------------------------------
 
 _CONTRIB_SERVED = ("tpu", "cluster_resolver", "layers", "framework", "metrics", "data", "slim",
-                   "training", "summary", "rnn", "stateless", "util", "image",
+                   "training", "summary", "rnn", "stateless", "util", "image", "lookup",
                    "learn.RunConfig", "estimator.clip_gradients_by_norm")
 CONTRIB_HINT = (
     "tf.contrib was removed in TensorFlow 2 and no maintained library keeps this symbol under "
@@ -643,6 +643,7 @@ def build_contrib_namespace() -> AliasNamespace:
     """Builds `tf.contrib` from this library, TensorFlow's v1 API and tf-slim."""
     import tpu_estimator_compat
     from tpu_estimator_compat import contrib_image
+    from tpu_estimator_compat import contrib_lookup
     from tpu_estimator_compat import contrib_summary
     from tpu_estimator_compat import hparams as hparams_lib
 
@@ -683,6 +684,8 @@ def build_contrib_namespace() -> AliasNamespace:
         # Its projective transforms (RandAugment/AutoAugment's rotate, translate, shear) over
         # the kernel TensorFlow keeps (contrib_image.py); the rest fails on use by name.
         "image": lambda: sub("image", [], contrib_image.members())(),
+        # TF 1.x's vocabulary tables, which TensorFlow keeps (contrib_lookup.py).
+        "lookup": lambda: sub("lookup", [], contrib_lookup.members())(),
         # Only clip_gradients_by_norm: the rest of contrib.estimator built canned estimators,
         # multi-head models and replicated model_fns, which fail on use by name.
         "estimator": sub("estimator", [], {"clip_gradients_by_norm": clip_gradients_by_norm}),
