@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from conftest import make_strategy
 
-from tpu_estimator_compat import inputs
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec, inputs
 from tpu_estimator_compat.config import InputPipelineConfig
 
 _TRAIN = "train"
@@ -584,3 +584,73 @@ def test_hparams_params_get_batch_size_through_their_own_api(tmp_path):
     with pytest.raises(ValueError, match="are reserved keys"):
         TPUEstimator(model_fn=model_fn, params=HParams(batch_size=3), train_batch_size=4,
                      config=RunConfig(model_dir=str(tmp_path)))
+
+
+# input_fn returning iterator.get_next() tensors
+
+
+def _label_sum_model_fn(features, labels, mode, params):
+    v1 = tf.compat.v1
+    total = v1.get_variable("label_sum", [], tf.int64, initializer=v1.zeros_initializer(),
+                            trainable=False)
+    x = features["x"] if isinstance(features, dict) else features
+    loss = tf.reduce_mean(v1.layers.dense(x, 1))
+    train_op = tf.group(
+        v1.train.GradientDescentOptimizer(0.1).minimize(loss, v1.train.get_global_step()),
+        v1.assign_add(total, tf.reduce_sum(labels)))
+    return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def _range_dataset(params):
+    # Rows i = 0..99: features [i, i], label i; every batch has another label sum.
+    return tf.data.Dataset.range(100).map(
+        lambda i: (tf.fill([2], tf.cast(i, tf.float32)), i)).repeat().batch(
+            params["batch_size"], drop_remainder=True)
+
+
+_GET_NEXT_FORMS = {
+    "tuple": lambda it: it.get_next(),
+    "dict_features": lambda it: (lambda f, l: ({"x": f}, l))(*it.get_next()),
+    "method_form": None,  # dataset.make_one_shot_iterator() on a v1 dataset.
+}
+
+
+@pytest.mark.parametrize("form", sorted(_GET_NEXT_FORMS))
+@pytest.mark.parametrize("use_tpu", [False, True])
+def test_input_fn_returning_get_next_tensors_takes_a_new_batch_every_step(
+        tmp_path, strategy, use_tpu, form):
+    """TF1 `make_one_shot_iterator(dataset).get_next()` gave the next batch at every step.
+    input_fn runs eagerly here, where get_next() gives the first batch's values: the shim
+    trained on that one batch every step (label_sum 4 * 6 instead of 0 + 1 + ... + 15)."""
+    def input_fn(params):
+        dataset = _range_dataset(params)
+        if form == "method_form":
+            return tf.compat.v1.data.Dataset.range(100).map(
+                lambda i: (tf.fill([2], tf.cast(i, tf.float32)), i)).repeat().batch(
+                    params["batch_size"], drop_remainder=True).make_one_shot_iterator(
+                        ).get_next()
+        return _GET_NEXT_FORMS[form](tf.compat.v1.data.make_one_shot_iterator(dataset))
+
+    config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
+                       tpu_config=TPUConfig(iterations_per_loop=2))
+    est = TPUEstimator(model_fn=_label_sum_model_fn, config=config, use_tpu=use_tpu,
+                       train_batch_size=8)
+    est.train(input_fn, max_steps=4)
+    # label_sum is assigned in replica context: replica 0's share of each global batch of 8
+    # (rows 8s .. 8s + 8/replicas) is what it adds up.
+    rows = 8 // strategy.num_replicas_in_sync
+    assert est.get_variable_value("label_sum") == sum(
+        sum(range(8 * step, 8 * step + rows)) for step in range(4))
+
+
+def test_input_fn_returning_computed_get_next_tensors_names_the_fix(tmp_path):
+    def input_fn(params):
+        features, labels = tf.compat.v1.data.make_one_shot_iterator(
+            _range_dataset(params)).get_next()
+        return features * 2.0, labels
+
+    est = TPUEstimator(model_fn=_label_sum_model_fn, use_tpu=False, train_batch_size=8,
+                       config=RunConfig(model_dir=str(tmp_path)))
+    with pytest.raises(ValueError, match=r"computed from `iterator.get_next\(\)`.*Return the "
+                                         r"dataset itself"):
+        est.train(input_fn, max_steps=2)

@@ -406,6 +406,9 @@ def test_iterator_tensors_from_input_fn_give_a_new_batch_every_step(tmp_path, us
     accepts them there too.)
     """
     est = _iterator_estimator(tmp_path, use_tpu=use_tpu)
-    est.train(zoo.iterator_input_fn, steps=5)
-    _, labels = zoo.digits("train", 5 * TRAIN_BATCH)
+    est.train(zoo.iterator_input_fn, steps=4)
+    _, labels = zoo.digits("train", 4 * TRAIN_BATCH)
+    # At 5 steps the first batch's labels times 5 happened to equal the true sum (720), so
+    # the same batch every step passed; at 4 steps they differ (576 vs 568).
+    assert labels[:TRAIN_BATCH].sum() * 4 != labels.sum()
     assert est.get_variable_value("label_sum") == labels.sum()

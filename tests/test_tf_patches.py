@@ -96,6 +96,8 @@ PATCHED_SYMBOLS = {
     "warm_start.Saver": ("tensorflow.compat.v1.train.Saver",),
     "hooks.global_step_read":
         ("tensorflow.python.training.training_util._get_or_create_global_step_read",),
+    "inputs.iterator_get_next":
+        ("tensorflow.python.data.ops.iterator_ops.OwnedIterator.get_next",),
     "hooks.Saver": ("tensorflow.compat.v1.train.Saver",
                     "tensorflow.python.training.saver.Saver"),
     "cluster.local_devices": ("tensorflow.python.distribute.collective_all_reduce_strategy."
@@ -136,6 +138,7 @@ _SCOPED_ARGS = {
     "warm_start.Saver": lambda: (),
     "hooks.Saver": lambda: (),
     "hooks.global_step_read": lambda: (),
+    "inputs.iterator_get_next": lambda: ([],),
     "cluster.local_devices": lambda: (2,),
     "inputs.device_pipelines": lambda: (),
 }

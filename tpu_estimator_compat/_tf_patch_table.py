@@ -367,6 +367,17 @@ PATCHES: tuple[Patch, ...] = (
             "restored through the map on the host instead.",
         build="tpu_estimator_compat.hooks:host_saver"),
     Patch(
+        name="inputs.iterator_get_next",
+        kind=SCOPED,
+        target="tensorflow.python.data.ops.iterator_ops.OwnedIterator.get_next",
+        why="TF1 input_fns return `make_one_shot_iterator(dataset).get_next()`: in a TF1 graph "
+            "those tensors gave the next batch at every step. input_fn runs eagerly here, so "
+            "they are the first batch's values; while input_fn runs, get_next records the "
+            "dataset behind them so that the returned tensors can stand for its elements. "
+            "Eager iterators expose no public hook.",
+        build="tpu_estimator_compat.inputs:recording_get_next",
+        signature="(self)"),
+    Patch(
         name="hooks.global_step_read",
         kind=SCOPED,
         target="tensorflow.python.training.training_util._get_or_create_global_step_read",

@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -245,14 +245,66 @@ def call_input_fn(input_fn: Callable[..., Any], *, params: dict[str, Any], confi
     return input_fn(**kwargs)
 
 
-def to_dataset(result: Any, *, repeat_tensors: bool) -> tf.data.Dataset:
+def recording_get_next(original: Callable[..., Any], records: list) -> Callable[..., Any]:
+    """The replacement of patch `inputs.iterator_get_next`: notes (dataset, element)."""
+
+    def get_next(self: Any) -> Any:
+        element = original(self)
+        dataset = getattr(self, "_dataset", None)
+        if dataset is not None:
+            records.append((dataset, element))
+        return element
+
+    get_next.__doc__ = original.__doc__
+    return get_next
+
+
+def _from_iterator(result: Any, records: Sequence[tuple[Any, Any]]) -> Any:
+    """The dataset `result`'s tensors were drawn from by `get_next()`, restructured as
+    `result`; None when they came from no iterator (constants: the same batch every step).
+
+    In a TF1 graph `iterator.get_next()` gave the next batch at every session.run; input_fn
+    runs eagerly here, where it gives the first batch's values.
+    """
+    leaves = tf.nest.flatten(result)
+    for dataset, element in records:
+        positions = {id(t): i for i, t in enumerate(tf.nest.flatten(element))}
+        if leaves and all(id(leaf) in positions for leaf in leaves):
+            picks = [positions[id(leaf)] for leaf in leaves]
+
+            def restructure(*components: Any, picks: list[int] = picks) -> Any:
+                flat = tf.nest.flatten(components)
+                return tf.nest.pack_sequence_as(result, [flat[p] for p in picks])
+
+            logging.info("input_fn returned iterator.get_next() tensors: every step takes "
+                         "the next element of their dataset, as in a TF1 graph.")
+            return dataset.map(restructure)
+    drawn = {id(t) for _, element in records for t in tf.nest.flatten(element)}
+    if any(id(leaf) in drawn for leaf in leaves):
+        raise ValueError(
+            "input_fn returned tensors computed from `iterator.get_next()` together with "
+            "others. In a TF1 graph they gave the next batch at every step; "
+            "tpu_estimator_compat calls input_fn once, eagerly, so they would hold the first "
+            "batch for every step. Return the dataset itself (do the computation in "
+            "`dataset.map(...)`), or return the get_next() tensors unchanged.")
+    return None
+
+
+def to_dataset(result: Any, *, repeat_tensors: bool,
+               iterated: Sequence[tuple[Any, Any]] = ()) -> tf.data.Dataset:
     """Turns what input_fn returned into a dataset of (features, labels) or features.
 
     A `(features, labels)` tuple of tensors stands for "the same batch every step", as the
-    tensors did in a TF1 graph, so it repeats.
+    tensors did in a TF1 graph, so it repeats; tensors `iterator.get_next()` drew from a
+    dataset (`iterated`: the (dataset, element) pairs input_fn's get_next calls gave) stand
+    for that dataset's elements, one per step.
     """
     if isinstance(result, tf.data.Dataset):
         return result
+    if iterated and isinstance(result, (tuple, list, tf.Tensor, dict)):
+        drawn = _from_iterator(tuple(result) if isinstance(result, list) else result, iterated)
+        if drawn is not None:
+            return drawn
     if isinstance(result, (tuple, list)) and len(result) == 2:
         dataset = tf.data.Dataset.from_tensors(tuple(result))
     elif isinstance(result, (tf.Tensor, dict)):
@@ -484,10 +536,13 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
     if not (use_tpu and plan.pipeline == InputPipelineConfig.PER_HOST_V1):
         batch_axis = BatchAxes()
     reads: list[bool] = []
-    result = call_input_fn(input_fn, params=params, config=config, mode=mode, plan=plan,
-                           input_context=input_context, use_tpu=use_tpu,
-                           input_device=input_device, on_host_read=lambda: reads.append(True))
-    dataset = to_dataset(result, repeat_tensors=repeat_tensors)
+    iterated: list[tuple[Any, Any]] = []
+    with _tf_patches.applied("inputs.iterator_get_next", iterated):
+        result = call_input_fn(input_fn, params=params, config=config, mode=mode, plan=plan,
+                               input_context=input_context, use_tpu=use_tpu,
+                               input_device=input_device,
+                               on_host_read=lambda: reads.append(True))
+    dataset = to_dataset(result, repeat_tensors=repeat_tensors, iterated=iterated)
     dataset = _share_by_host(dataset, input_context, mode=mode, plan=plan,
                              shards_itself=bool(reads))
     endless = _cardinality(dataset) == tf.data.INFINITE_CARDINALITY
