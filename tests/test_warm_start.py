@@ -1,11 +1,14 @@
 """scaffold_fn + init_from_checkpoint (the BERT pattern) and warm_start_from, values checked."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import models
-from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
+                                  TPUEstimatorSpec)
 from tpu_estimator_compat.warm_start import WarmStartSettings
 
 v1 = tf.compat.v1
@@ -328,3 +331,50 @@ def test_init_from_checkpoint_naming_the_global_step_resumes_its_count(tmp_path,
     assert saved_steps("steps") == [3, 4, 5]
     result = estimator("eval").evaluate(models.digits_input_fn(64, flat=True), steps=1)
     assert result["global_step"] == 3
+
+
+def _scaffold_saver_model_fn(features, labels, mode, params):
+    """TF1 EMA training and evaluation with a Scaffold Saver built in model_fn (tensorflow/tpu
+    QANet): `Saver(max_to_keep=2)` in training, `Saver(ema.variables_to_restore())` in
+    evaluation, which restores the EMA values into the model's variables."""
+    v1 = tf.compat.v1
+    w = v1.get_variable("w", [2, 1], initializer=v1.ones_initializer())
+    loss = tf.reduce_mean(tf.square(tf.matmul(features, w) - labels))
+    ema = v1.train.ExponentialMovingAverage(0.5)
+    if mode == "train":
+        step = v1.train.GradientDescentOptimizer(0.1).minimize(loss, v1.train.get_global_step())
+        with tf.control_dependencies([step]):
+            train_op = ema.apply([w])
+        return EstimatorSpec(mode, loss=loss, train_op=train_op,
+                             scaffold=v1.train.Scaffold(saver=v1.train.Saver(max_to_keep=2)))
+    saver = v1.train.Saver(ema.variables_to_restore())
+    return EstimatorSpec(mode, loss=loss, scaffold=v1.train.Scaffold(saver=saver),
+                         eval_metric_ops={"w0": v1.metrics.mean(w[0, 0])})
+
+
+def test_a_scaffold_saver_built_in_model_fn_keeps_and_restores_as_legacy(tmp_path):
+    """Its restore ops would have run at every step of the traced function (NotFoundError
+    in training). Recorded instead: training keeps its max_to_keep checkpoints, evaluation
+    restores through its var_list. Numbers recorded on TF 2.15.1 + tensorflow-estimator
+    2.15.0 with this model_fn (/tmp probe, not committed)."""
+    x = np.random.RandomState(0).randn(32, 2).astype(np.float32)
+
+    def input_fn(params):
+        return tf.data.Dataset.from_tensor_slices((x, x[:, :1] * 3)).repeat().batch(
+            8, drop_remainder=True)
+
+    est = TPUEstimator(model_fn=_scaffold_saver_model_fn, use_tpu=False, train_batch_size=8,
+                       eval_batch_size=8,
+                       config=RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=1,
+                                        tpu_config=TPUConfig(iterations_per_loop=1)))
+    est.train(input_fn, max_steps=5)
+    assert sorted(f for f in os.listdir(tmp_path) if f.endswith(".index")) == [
+        "model.ckpt-4.index", "model.ckpt-5.index"]
+    reader = tf.train.load_checkpoint(str(tmp_path))
+    np.testing.assert_allclose(reader.get_tensor("w").ravel(), [2.529889, 0.33327493],
+                               rtol=1e-5)
+    ema_w = reader.get_tensor("w/ExponentialMovingAverage").ravel()
+    np.testing.assert_allclose(ema_w, [2.3720722, 0.41107434], rtol=1e-5)
+    results = est.evaluate(input_fn, steps=1)
+    np.testing.assert_allclose(results["w0"], 2.3720722, rtol=1e-5)
+    np.testing.assert_allclose(results["loss"], 0.55144525, rtol=1e-5)

@@ -558,3 +558,18 @@ def v1_lookup_ops():
     from tensorflow.python.ops import lookup_ops  # pylint: disable=import-outside-toplevel
 
     return lookup_ops
+
+
+# `checkpoint_meta` builds a real v1 Saver for the `.meta` beside each checkpoint, possibly on
+# a background thread while a model_fn is traced on another, where the scoped patches
+# `warm_start.Saver` / `hooks.Saver` stand in for the public `tf.compat.v1.train.Saver`. The
+# class is taken from its private module when this module is first imported, before any
+# patch: the public name may be swapped at that moment.
+from tensorflow.python.training import saver as _saver_lib  # noqa: E402
+
+_V1_SAVER = _saver_lib.Saver
+
+
+def v1_saver_class():
+    """TensorFlow's own `tf.compat.v1.train.Saver` class, whatever patch is in place."""
+    return _V1_SAVER

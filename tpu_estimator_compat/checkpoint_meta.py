@@ -29,6 +29,8 @@ from typing import Mapping
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import _tf_private
+
 GLOBAL_STEP_NAME = "global_step"
 
 _v1 = tf.compat.v1
@@ -72,9 +74,12 @@ def meta_graph_def(variables: Mapping[str, tf.Variable], *, max_to_keep: int,
     with graph.as_default():
         # Sorted: a parent scope name (`dense`) is created before names under it.
         created = {name: _graph_variable(name, variables[name]) for name in sorted(variables)}
-        saver = _v1.train.Saver(var_list=created, max_to_keep=max_to_keep,
-                                keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,
-                                save_relative_paths=True)
+        # TensorFlow's own Saver class even while a scoped patch stands in for the public
+        # name (a model_fn or scaffold_fn being traced on another thread).
+        saver = _tf_private.v1_saver_class()(
+            var_list=created, max_to_keep=max_to_keep,
+            keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours,
+            save_relative_paths=True)
         return _v1.train.export_meta_graph(graph=graph, saver_def=saver.as_saver_def(),
                                            clear_devices=True)
 

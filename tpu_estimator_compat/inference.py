@@ -147,6 +147,11 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
             with runtime.registry.in_collections():
                 saver_map = warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan,
                                                            allow_saver=True)
+        if saver_map is None and record.saver is not None:
+            # An EstimatorSpec's `Scaffold(saver=Saver(var_list))` (legacy's CPU path): the
+            # checkpoint is restored through it, e.g. the EMA values into the model's
+            # variables (tensorflow/tpu QANet's evaluation).
+            saver_map = warm_start_lib.saver_var_map(record.saver.var_list or [])
         if checkpoint is not None and saver_map:
             warm_start_lib.restore_through_map(checkpoint, saver_map)
         elif checkpoint is not None:

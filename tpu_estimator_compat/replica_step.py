@@ -24,6 +24,7 @@ from typing import Any, Callable
 import tensorflow as tf
 from absl import logging
 
+from tpu_estimator_compat import _tf_patches
 from tpu_estimator_compat import cluster
 from tpu_estimator_compat import cross_shard
 from tpu_estimator_compat import global_step_reads
@@ -31,6 +32,7 @@ from tpu_estimator_compat import keras_env
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import variables as variables_lib
+from tpu_estimator_compat import warm_start as warm_start_lib
 from tpu_estimator_compat.inputs import BATCH_SIZE_KEY, CONTEXT_KEY, USE_TPU_KEY
 from tpu_estimator_compat.inputs import copy_params, set_param
 
@@ -115,7 +117,11 @@ class ModelFnCaller:
         writers = (self.summary_writers.applied()
                    if self.summary_writers is not None and not export_mode
                    else contextlib.nullcontext())
-        with keras_env.tf1_graph_keras(), shards, writers:
+        # A Saver model_fn builds (`Scaffold(saver=Saver(ema.variables_to_restore()))`, or
+        # `Saver(max_to_keep=...)`) is recorded, not built: its restore ops would run at
+        # every step of the traced function. Its var_list and retention are honoured.
+        with keras_env.tf1_graph_keras(), shards, writers, \
+                _tf_patches.applied("warm_start.Saver"):
             if (self.embedding is not None and self.use_tpu and not export_mode
                     and self.embedding.applies_to(mode)):
                 return self.embedding.call_model_fn(call, features, mode)
@@ -327,6 +333,7 @@ class TraceRecord:
     host_call: Any = None  # (fn, tensors) of the first replica's spec.
     loss_name_taken: bool = False  # model_fn used the root name `loss` (TRAIN traces).
     scaffold_fn: Callable[[], Any] | None = None
+    saver: Any = None  # `warm_start._RecordingSaver` of an EstimatorSpec's Scaffold.
     hooks: tuple[Any, ...] = ()
     model_graph: Any = None  # The graph replica 0's model_fn built.
     loss_name: str | None = None  # The name of its spec.loss tensor there.
@@ -365,6 +372,8 @@ class TraceRecord:
             return
         self.host_call = host_call
         self.scaffold_fn = getattr(spec, "scaffold_fn", None)
+        # An EstimatorSpec's Scaffold (legacy's CPU path): its Saver, recorded in model_fn.
+        self.saver = warm_start_lib.recorded_saver(getattr(spec, "scaffold", None))
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
                       ModeKeys.PREDICT: "prediction_hooks"}[spec.mode]
         self.hooks = tuple(getattr(spec, mode_hooks, None) or ())

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any, Callable
 
 import tensorflow as tf
+from absl import logging
 
 from tpu_estimator_compat import _tf_private
 from tpu_estimator_compat import checkpoints as checkpoints_lib
@@ -84,13 +85,23 @@ class RunSettings:
     seed_random: Callable[[], None]
 
 
-def checkpoint_manager(settings: RunSettings,
-                       runtime: Runtime) -> checkpoints_lib.CheckpointManager:
-    """model_dir's checkpoints, written by the chief, as RunConfig's keep_* settings say."""
+def checkpoint_manager(settings: RunSettings, runtime: Runtime,
+                       scaffold_saver: Any = None) -> checkpoints_lib.CheckpointManager:
+    """model_dir's checkpoints, written by the chief, as RunConfig's keep_* settings say,
+    or as the Saver of model_fn's Scaffold says (`scaffold_saver`, a recorded
+    `Saver(max_to_keep=..., keep_checkpoint_every_n_hours=...)`), as legacy's saver hook
+    used the Scaffold's Saver."""
     saver = checkpoints_lib.V1Saver(runtime.registry.by_name(),
                                     runtime.registry.optional_names())
+    keep_max = settings.config.keep_checkpoint_max
+    keep_hours = settings.config.keep_checkpoint_every_n_hours
+    if scaffold_saver is not None:
+        keep_max = scaffold_saver.max_to_keep
+        keep_hours = scaffold_saver.keep_checkpoint_every_n_hours
+        if scaffold_saver.var_list is not None:
+            logging.warning("model_fn's Scaffold Saver lists a var_list; checkpoints hold every "
+                            "variable (its max_to_keep=%s is used).", keep_max)
     return checkpoints_lib.CheckpointManager(
-        settings.model_dir, saver,
-        keep_checkpoint_max=settings.config.keep_checkpoint_max,
-        keep_checkpoint_every_n_hours=settings.config.keep_checkpoint_every_n_hours,
+        settings.model_dir, saver, keep_checkpoint_max=keep_max,
+        keep_checkpoint_every_n_hours=keep_hours,
         sync=cluster_lib.checkpoint_sync(runtime.strategy))

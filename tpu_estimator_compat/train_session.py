@@ -86,7 +86,7 @@ class TrainSession:
             if steps is not None:  # (A restored step is the one `target` counted from.)
                 target = int(runtime.global_step.numpy()) + steps
         step = int(runtime.global_step.numpy())
-        policy = self._save_policy(hook_runner, saving_listeners)
+        policy = self._save_policy(hook_runner, saving_listeners, record.saver)
         policy.begin(step)
         hook_runner.begin(step)
         if target is not None:
@@ -177,8 +177,11 @@ class TrainSession:
         return steps
 
     def _save_policy(self, hook_runner: hooks_lib.HookRunner,
-                     saving_listeners: Sequence[Any] | None) -> save_policy_lib.SavePolicy:
-        """Legacy: a CheckpointSaverHook among the hooks replaces the default saver hook."""
+                     saving_listeners: Sequence[Any] | None,
+                     scaffold_saver: Any = None) -> save_policy_lib.SavePolicy:
+        """Legacy: a CheckpointSaverHook among the hooks replaces the default saver hook,
+        and the default one saved with the Saver of model_fn's Scaffold when it had one
+        (`Scaffold(saver=Saver(max_to_keep=...))`: its retention)."""
         settings, runtime = self._settings, self._runtime
         listeners = list(saving_listeners or ())
         custom = hook_runner.checkpoint_hooks()
@@ -192,7 +195,7 @@ class TrainSession:
                 sync=cluster_lib.checkpoint_sync(runtime.strategy))
             listeners += hook_listeners
         else:
-            writer = runtime_lib.checkpoint_manager(settings, runtime)
+            writer = runtime_lib.checkpoint_manager(settings, runtime, scaffold_saver)
             save_steps = settings.config.save_checkpoints_steps
             save_secs = settings.config.save_checkpoints_secs
         # On a cluster the chief decides when to save, and only its listeners hear of it

@@ -184,11 +184,26 @@ def _variables_built_so_far() -> frozenset[str] | None:
 
 
 class _RecordingSaver:
-    """Stands in for `tf.compat.v1.train.Saver` while scaffold_fn runs: keeps `var_list`."""
+    """Stands in for `tf.compat.v1.train.Saver` while scaffold_fn or model_fn runs.
 
-    def __init__(self, var_list: Any = None, *args: Any, **kwargs: Any) -> None:
-        del args, kwargs
+    Keeps `var_list` and the retention arguments (`max_to_keep`,
+    `keep_checkpoint_every_n_hours`, positional or not), and builds no ops: inside a traced
+    step a real Saver's restore ops would run at every step.
+    """
+
+    def __init__(self, var_list: Any = None, reshape: bool = False, sharded: bool = False,
+                 max_to_keep: int | None = 5, keep_checkpoint_every_n_hours: float = 10000.0,
+                 *args: Any, **kwargs: Any) -> None:
+        del reshape, sharded, args, kwargs
         self.var_list = var_list
+        self.max_to_keep = max_to_keep
+        self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
+
+
+def recorded_saver(scaffold: Any) -> _RecordingSaver | None:
+    """The Saver a model_fn's `Scaffold(saver=...)` holds, if one was built while recording."""
+    saver = getattr(scaffold, "saver", None) if scaffold is not None else None
+    return saver if isinstance(saver, _RecordingSaver) else None
 
 
 def recording_saver(original: Any) -> type:
