@@ -612,6 +612,9 @@ _GET_NEXT_FORMS = {
     "tuple": lambda it: it.get_next(),
     "dict_features": lambda it: (lambda f, l: ({"x": f}, l))(*it.get_next()),
     "method_form": None,  # dataset.make_one_shot_iterator() on a v1 dataset.
+    # tensorflow/tpu QANet: an initializable iterator whose initializer goes to a collection
+    # legacy's Scaffold ran.
+    "initializable": lambda it: it.get_next(),
 }
 
 
@@ -629,6 +632,11 @@ def test_input_fn_returning_get_next_tensors_takes_a_new_batch_every_step(
                 lambda i: (tf.fill([2], tf.cast(i, tf.float32)), i)).repeat().batch(
                     params["batch_size"], drop_remainder=True).make_one_shot_iterator(
                         ).get_next()
+        if form == "initializable":
+            iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+            tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TABLE_INITIALIZERS,
+                                           iterator.initializer)
+            return iterator.get_next()
         return _GET_NEXT_FORMS[form](tf.compat.v1.data.make_one_shot_iterator(dataset))
 
     config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,

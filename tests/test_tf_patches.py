@@ -98,6 +98,8 @@ PATCHED_SYMBOLS = {
         ("tensorflow.python.training.training_util._get_or_create_global_step_read",),
     "inputs.iterator_get_next":
         ("tensorflow.python.data.ops.iterator_ops.OwnedIterator.get_next",),
+    "inputs.initializable_iterator":
+        ("tensorflow.python.data.ops.dataset_ops.DatasetV1._make_initializable_iterator",),
     "hooks.Saver": ("tensorflow.compat.v1.train.Saver",
                     "tensorflow.python.training.saver.Saver"),
     "cluster.local_devices": ("tensorflow.python.distribute.collective_all_reduce_strategy."
@@ -139,6 +141,7 @@ _SCOPED_ARGS = {
     "hooks.Saver": lambda: (),
     "hooks.global_step_read": lambda: (),
     "inputs.iterator_get_next": lambda: ([],),
+    "inputs.initializable_iterator": lambda: (),
     "cluster.local_devices": lambda: (2,),
     "inputs.device_pipelines": lambda: (),
 }

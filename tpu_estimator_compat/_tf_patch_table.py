@@ -378,6 +378,19 @@ PATCHES: tuple[Patch, ...] = (
         build="tpu_estimator_compat.inputs:recording_get_next",
         signature="(self)"),
     Patch(
+        name="inputs.initializable_iterator",
+        kind=SCOPED,
+        target="tensorflow.python.data.ops.dataset_ops.DatasetV1._make_initializable_iterator",
+        why="TF1 input_fns return `make_initializable_iterator(dataset).get_next()` and add the "
+            "initializer to a collection legacy's Scaffold ran (tensorflow/tpu QANet). input_fn "
+            "runs eagerly here, where TensorFlow refuses to make one; while input_fn runs it "
+            "is an eager iterator (already at the first element, as the initializer left it) "
+            "whose get_next tensors stand for the dataset's elements "
+            "(`inputs.iterator_get_next`). Both the v1 function and the method reach it.",
+        build="tpu_estimator_compat.inputs:eager_initializable_iterator",
+        signature=("(self, shared_name=None) -> "
+                   "tensorflow.python.data.ops.iterator_ops.Iterator")),
+    Patch(
         name="hooks.global_step_read",
         kind=SCOPED,
         target="tensorflow.python.training.training_util._get_or_create_global_step_read",

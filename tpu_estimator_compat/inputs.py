@@ -259,6 +259,39 @@ def recording_get_next(original: Callable[..., Any], records: list) -> Callable[
     return get_next
 
 
+class _EagerInitializableIterator:
+    """`make_initializable_iterator()` in an input_fn that runs eagerly: an eager iterator.
+
+    Its `initializer` is None (nothing to run: it starts at the first element, where the
+    initializer would have put it); `get_next()` goes through the eager iterator, so the
+    tensors it gives stand for the dataset's elements (`inputs.iterator_get_next`).
+    """
+
+    initializer = None
+
+    def __init__(self, dataset: Any) -> None:
+        self._iterator = iter(dataset)
+
+    def get_next(self, name: str | None = None) -> Any:
+        del name
+        return self._iterator.get_next()
+
+    def __getattr__(self, name: str) -> Any:  # element_spec, output_types, output_shapes...
+        return getattr(self._iterator, name)
+
+
+def eager_initializable_iterator(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The replacement of patch `inputs.initializable_iterator`."""
+
+    def make_initializable_iterator(self: Any, shared_name: str | None = None) -> Any:
+        if not tf.executing_eagerly():
+            return original(self, shared_name)
+        return _EagerInitializableIterator(self)
+
+    make_initializable_iterator.__doc__ = original.__doc__
+    return make_initializable_iterator
+
+
 def _from_iterator(result: Any, records: Sequence[tuple[Any, Any]]) -> Any:
     """The dataset `result`'s tensors were drawn from by `get_next()`, restructured as
     `result`; None when they came from no iterator (constants: the same batch every step).
@@ -537,7 +570,8 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
         batch_axis = BatchAxes()
     reads: list[bool] = []
     iterated: list[tuple[Any, Any]] = []
-    with _tf_patches.applied("inputs.iterator_get_next", iterated):
+    with _tf_patches.applied("inputs.iterator_get_next", iterated), \
+            _tf_patches.applied("inputs.initializable_iterator"):
         result = call_input_fn(input_fn, params=params, config=config, mode=mode, plan=plan,
                                input_context=input_context, use_tpu=use_tpu,
                                input_device=input_device,
