@@ -565,3 +565,25 @@ def test_estimator_writes_a_meta_per_checkpoint_that_scripts_glob_rename_and_res
             names = sorted(v.op.name for v in tf.compat.v1.global_variables())
     assert names == sorted(tf.train.load_checkpoint(best).get_variable_to_shape_map())
     assert "dense/kernel/Momentum" in names
+
+
+def test_a_relative_model_dir_keeps_its_checkpoint_state_findable(tmp_path, monkeypatch):
+    """`--model_dir=output` (relative): the state file must list `model.ckpt-N`, as legacy's
+    Saver wrote it, not `../model.ckpt-N` (TensorFlow relativises the entries against a
+    relative directory): latest_checkpoint then found nothing, so evaluate() had no model
+    and the next train() started again from scratch."""
+    monkeypatch.chdir(tmp_path)
+    variables = make_variables(tf.distribute.get_strategy())
+    manager = CheckpointManager("output", V1Saver(variables), keep_checkpoint_max=2)
+    manager.save(3)
+    manager.save(5)
+    state = tf.train.get_checkpoint_state("output")
+    assert state.model_checkpoint_path == "output/model.ckpt-5"
+    assert list(state.all_model_checkpoint_paths) == ["output/model.ckpt-3",
+                                                      "output/model.ckpt-5"]
+    with open(os.path.join("output", "checkpoint")) as f:
+        assert 'model_checkpoint_path: "model.ckpt-5"' in f.read()
+    assert tf.train.latest_checkpoint("output") == os.path.join("output", "model.ckpt-5")
+    # restore_latest returns the restored global step (the variables' own, 42).
+    assert CheckpointManager("output", V1Saver(variables)).restore_latest() == int(
+        variables["global_step"].numpy())

@@ -608,8 +608,10 @@ class CheckpointManager:
         # The `checkpoint` state file legacy's Saver wrote, as TF's deprecated
         # `update_checkpoint_state` writes it (a text CheckpointState proto; relative paths
         # stay relative), without its deprecation warning on every save.
+        # An absolute directory: TensorFlow relativises paths against a relative one, which
+        # would turn `model.ckpt-4` into `../model.ckpt-4` for `model_dir='output'`.
         state = tf.compat.v1.train.generate_checkpoint_state_proto(
-            self._model_dir, self._relative(latest),
+            os.path.abspath(self._model_dir), self._relative(latest),
             all_model_checkpoint_paths=[self._relative(r.path) for r in listed],
             all_model_checkpoint_timestamps=[r.timestamp for r in listed],
             last_preserved_timestamp=self._last_preserved)
