@@ -142,3 +142,109 @@ def test_variables_of_mixed_dtypes_are_summed_per_dtype():
         for got, want in zip(mixed[name], single[name]):
             np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=name)
     assert np.abs(mixed["bias"][0]).max() > 0.01  # It trained.
+
+
+# A custom optimizer's update under CrossShardOptimizer: computed once, written everywhere.
+
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec  # noqa: E402
+
+
+class _WeightDecayAdam(v1.train.Optimizer):
+    """BERT's AdamWeightDecayOptimizer, reduced: slots from get_variable, every variable and
+    slot assigned in replica context. `extra` adds, half-way through the variables, a write
+    the update cannot stand in for on other replicas: a SUM-aggregated variable (its assign
+    merges across replicas) or a replica-local ON_READ one."""
+
+    calls = 0
+
+    def __init__(self, extra: str | None = None) -> None:
+        super().__init__(use_locking=False, name="WeightDecayAdam")
+        self._extra = extra
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        type(self).calls += 1
+        assignments = []
+        grads_and_vars = list(grads_and_vars)
+        for index, (grad, param) in enumerate(grads_and_vars):
+            if index == len(grads_and_vars) // 2 and self._extra:
+                assignments.append(self._extra_write())
+            base = param.name.split(":")[0]
+            m = v1.get_variable(base + "/adam_m", shape=param.shape, trainable=False,
+                                initializer=v1.zeros_initializer())
+            v = v1.get_variable(base + "/adam_v", shape=param.shape, trainable=False,
+                                initializer=v1.zeros_initializer())
+            next_m = 0.9 * m + 0.1 * grad
+            next_v = 0.999 * v + 0.001 * tf.square(grad)
+            update = next_m / (tf.sqrt(next_v) + 1e-6) + 0.01 * param
+            assignments += [param.assign(param - 0.05 * update), m.assign(next_m),
+                            v.assign(next_v)]
+        return tf.group(*assignments, name=name)
+
+    def _extra_write(self) -> Any:
+        if self._extra == "summed":
+            counter = v1.get_variable("summed_count", [], trainable=False,
+                                      initializer=v1.zeros_initializer(),
+                                      aggregation=tf.VariableAggregation.SUM)
+        else:
+            counter = v1.get_variable("replica_count", [], trainable=False,
+                                      initializer=v1.zeros_initializer(),
+                                      synchronization=tf.VariableSynchronization.ON_READ,
+                                      aggregation=tf.VariableAggregation.SUM)
+        return counter.assign_add(tf.constant(1.0))
+
+
+def _bert_style_model_fn(features, labels, mode, params):
+    """run_classifier's shape: tf.gradients, clipping, CrossShardOptimizer(custom), then the
+    global step assigned by model_fn itself."""
+    hidden = v1.layers.dense(features, 8, activation=tf.tanh, name="hidden")
+    logits = v1.layers.dense(hidden, 3, name="logits")
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    tvars = v1.trainable_variables()
+    grads, _ = tf.clip_by_global_norm(tf.gradients(loss, tvars), 1.0)
+    optimizer = v1.tpu.CrossShardOptimizer(_WeightDecayAdam(params["extra"]))
+    global_step = v1.train.get_global_step()
+    train_op = optimizer.apply_gradients(zip(grads, tvars), global_step=global_step)
+    train_op = tf.group(train_op, global_step.assign(global_step + 1))
+    return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def _bert_style_input_fn(params):
+    rng = np.random.RandomState(0)
+    x = rng.rand(64, 5).astype(np.float32)
+    y = rng.randint(0, 3, 64).astype(np.int32)
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(params["batch_size"],
+                                                                     drop_remainder=True)
+
+
+def _train_bert_style(model_dir: Any, extra: str | None) -> tuple[dict[str, Any], int]:
+    """Six steps (two loops) on 8 replicas; returns (every variable's value, apply calls)."""
+    _WeightDecayAdam.calls = 0
+    est = TPUEstimator(model_fn=_bert_style_model_fn, use_tpu=True, train_batch_size=16,
+                       params={"extra": extra},
+                       config=RunConfig(model_dir=str(model_dir), tf_random_seed=3,
+                                        tpu_config=TPUConfig(iterations_per_loop=3)))
+    est.train(_bert_style_input_fn, max_steps=6)
+    return ({name: est.get_variable_value(name) for name in est.get_variable_names()},
+            _WeightDecayAdam.calls)
+
+
+@pytest.mark.parametrize("extra", [None, "summed", "replica_local"])
+def test_custom_optimizer_update_equals_a_merge_call_per_write(tmp_path, monkeypatch, extra):
+    """Bit for bit what a merge_call per assign gave (replica 0's update on every device),
+    over two loops of three steps: a replica copy left behind would change the next step's
+    summed gradient. With nothing but variable writes in the update, replicas 1-7 do not run
+    it; with a write it cannot stand in for, every replica runs it (the SUM counts 8 a step,
+    the replica-local one sums 8 copies)."""
+    ours, our_calls = _train_bert_style(tmp_path / "once", extra)
+    monkeypatch.setattr(optimizer_apply, "_local_replica", lambda graph: None)
+    theirs, their_calls = _train_bert_style(tmp_path / "merge", extra)
+    assert ours.keys() == theirs.keys()
+    assert any(name.endswith("/adam_m") for name in ours)
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+    assert int(ours["global_step"]) == 6
+    assert np.abs(ours["logits/kernel/adam_m"]).max() > 0  # The update ran.
+    assert their_calls % 8 == 0 and their_calls > 0
+    assert our_calls == (their_calls // 8 if extra is None else their_calls)
+    if extra == "summed":
+        assert float(ours["summed_count"]) == 8 * 6

@@ -294,8 +294,10 @@ PATCHES: tuple[Patch, ...] = (
             "through merge_call, which TensorFlow refuses inside a cond branch or while body "
             "(tapas' gradient accumulation applies its custom optimizer under tf.cond). On a "
             "TPU each core assigned its own copy there; inside a replica step's control flow "
-            "the replica's own component is updated instead. No public API updates one "
-            "component of a mirrored variable in replica context.",
+            "the replica's own component is updated instead. Around a custom optimizer's "
+            "update under CrossShardOptimizer (`optimizer_apply.apply_once`) replica 0's "
+            "assigns go to every component directly, with no merge_call per variable. No "
+            "public API updates one component of a mirrored variable in replica context.",
         build="tpu_estimator_compat.variables:local_update_in_control_flow",
         signature="(var, update_fn, value, **kwargs)"),
     Patch(

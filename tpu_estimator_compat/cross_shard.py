@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import tensorflow as tf
 
-from tpu_estimator_compat import _tf_patches, _tf_private, variables
+from tpu_estimator_compat import _tf_patches, _tf_private, optimizer_apply, variables
 
 
 def _replica_count() -> int:
@@ -97,8 +97,14 @@ def patched_apply_gradients(original: Callable[..., Any]) -> Callable[..., Any]:
         # replica context: sum the gradients first so every replica applies the TPU update.
         grads_and_vars = list(grads_and_vars)
         summed = _summed_gradients([g for g, _ in grads_and_vars])
-        return inner.apply_gradients([(g, v) for g, (_, v) in zip(summed, grads_and_vars)],
-                                     global_step=global_step, name=name)
+        apply = lambda: inner.apply_gradients(  # noqa: E731
+            [(g, v) for g, (_, v) in zip(summed, grads_and_vars)],
+            global_step=global_step, name=name)
+        if all(g is None for g in summed):
+            return apply()
+        # The all-reduce just brought every replica thread to this point: the update is
+        # computed once and written to every replica's copy (`optimizer_apply.apply_once`).
+        return optimizer_apply.apply_once(apply, name)
 
     return apply_gradients
 

@@ -21,21 +21,27 @@ device's updates and each device's global-step increment on that device's `_fini
 hands each replica its own device's train op. Same ops, same values (bit for bit, see
 tests/test_optimizer_apply.py); ordering per device as before.
 
-Everything else, and every optimizer that overrides `_distributed_apply` or
-`apply_gradients`, runs TensorFlow's own code. The patch itself is `_tf_patches`'
-`optimizer_apply.distributed_apply`; this module builds its replacement. It knows nothing
-about estimators, loops or model_fns, nor how a patch is installed.
+An optimizer that overrides `apply_gradients` and assigns variables itself in replica
+context (BERT's AdamWeightDecay, under `CrossShardOptimizer`) is run once per step trace by
+`apply_once`, on replica 0, and its writes go to every device's copy (see there). Everything
+else, and every optimizer that overrides `_distributed_apply`, runs TensorFlow's own code.
+The patch itself is `_tf_patches`' `optimizer_apply.distributed_apply`; this module builds
+its replacement. It knows nothing about estimators, loops or model_fns, nor how a patch is
+installed; the writes reach it through `variables.routed_writes`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
 from tpu_estimator_compat import _tf_patches, _tf_private
 from tpu_estimator_compat import cluster as cluster_lib
+from tpu_estimator_compat import variables as variables_lib
 
 _active = [0]  # Entered per_device() scopes. merge_call runs the merge on the calling thread.
 
@@ -181,3 +187,170 @@ def _increment_after(step: Any, finish: Any) -> Any:
     """
     with tf.control_dependencies([finish]):
         return step.assign_add(1)
+
+
+# -- A custom optimizer's update, computed once and written to every replica's copy. --------
+
+# Stateful ops that only read: replica 0's update may make them and still stand for every
+# replica's (they change nothing a later replica would have changed itself).
+_READ_ONLY_STATEFUL = frozenset({"ReadVariableOp", "VarIsInitializedOp", "VariableShape",
+                                 "ResourceGather", "ResourceGatherNd"})
+
+
+class _Window:
+    """One custom `apply_gradients` call of one step trace, as replica 0 made it.
+
+    `writes[(id(var), k)]` holds, per local device, the update of the k-th write replica 0
+    made to `var` in the call; `skippable` says whether those writes are everything the call
+    changed, so later replicas may take them instead of running the call themselves.
+    """
+
+    def __init__(self, devices: int) -> None:
+        self.devices = devices
+        self.waiting = devices - 1  # Later replicas yet to take the window.
+        self.done = False
+        self.skippable = True
+        self.writes: dict[tuple[int, int], list[Any]] = {}
+        self.ops: set[Any] = set()
+        self.order: list[list[Any]] = []
+
+
+# {traced graph: {index: window}}. A window is dropped once every later replica has taken
+# it: the ops it holds would otherwise keep its graph alive past the trace.
+_WINDOWS: "weakref.WeakKeyDictionary[Any, dict[int, _Window]]" = weakref.WeakKeyDictionary()
+_WINDOWS_LOCK = threading.Lock()
+_thread = threading.local()
+
+
+def apply_once(apply: Callable[[], Any], name: str | None = None) -> Any:
+    """Runs a custom optimizer's `apply` (its replica-context update) once for all replicas.
+
+    A custom v1 optimizer (BERT's `AdamWeightDecayOptimizer`, LAMB) under
+    `CrossShardOptimizer` assigns each variable and slot itself, after the gradients were
+    summed over replicas: every TPU core computed the same update. Here the variables are
+    mirrored and ONLY_FIRST_REPLICA, so each assign in each replica thread was a merge_call
+    (all replicas stop, replica 0's value is copied to every device): for BERT-base 604
+    rendezvous, ~30 graph ops per variable, and the update traced once per replica though
+    only replica 0's value is kept.
+
+    Called right after the gradient all-reduce, where MirroredStrategy's replica threads
+    are all at the same point (they run one at a time between merge_calls, replica 0
+    first), replica 0 runs `apply` and each of its writes goes directly to every device's
+    copy. When its call made nothing else stateful and no merge_call, the other replicas
+    do not run `apply`: each gets its device's writes, grouped, as its train op. Otherwise
+    they run it, and each of their writes takes replica 0's write of the same variable
+    (the k-th write of a variable matches replica 0's k-th), or updates the replica's own
+    copy when replica 0 made none. Values are the same as with a merge_call per write
+    (replica 0's, on every device).
+
+    Anywhere else (one replica, no static replica id such as on a TPU, several workers,
+    outside a replica step's own graph) `apply()` runs as it is.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    replica = _local_replica(graph)
+    if replica is None:
+        return apply()
+    index = _next_index(graph)
+    with _WINDOWS_LOCK:
+        windows = _WINDOWS.setdefault(graph, {})
+        if replica == 0:
+            window = windows[index] = _Window(
+                len(tf.distribute.get_strategy().extended.worker_devices))
+        else:
+            window = windows.get(index)
+            if window is not None:
+                window.waiting -= 1
+                if not window.waiting:
+                    del windows[index]
+    if window is None:
+        return apply()
+    if replica == 0:
+        return _write_everywhere(graph, window, apply)
+    if window.done and window.skippable:
+        return tf.group(*[ops[replica] for ops in window.order], name=name)
+    # Replica 0 met a merge_call inside `apply` (this replica now runs while it waits there),
+    # or made more than variable writes: run it here too, taking replica 0's writes.
+    window.skippable = False
+    return _take_writes(window, replica, apply)
+
+
+def _local_replica(graph: Any) -> int | None:
+    """This replica thread's local index when `apply_once` applies here, else None."""
+    if variables_lib.replica_graph() is not graph or not tf.distribute.has_strategy():
+        return None
+    strategy = tf.distribute.get_strategy()
+    if (tf.distribute.in_cross_replica_context()
+            or not isinstance(strategy, _PER_DEVICE_STRATEGIES)
+            or cluster_lib.is_multi_client(strategy)):
+        return None
+    devices = strategy.extended.worker_devices
+    if len(devices) < 2 or strategy.num_replicas_in_sync != len(devices):
+        return None
+    replica = tf.get_static_value(tf.distribute.get_replica_context().replica_id_in_sync_group)
+    return None if replica is None else int(replica)
+
+
+def _next_index(graph: Any) -> int:
+    """This thread's count of `apply_once` calls in `graph` (replicas call in one order)."""
+    counts = getattr(_thread, "counts", None)
+    if counts is None:
+        counts = _thread.counts = weakref.WeakKeyDictionary()
+    index = counts.get(graph, 0)
+    counts[graph] = index + 1
+    return index
+
+
+def _write_everywhere(graph: Any, window: _Window, apply: Callable[[], Any]) -> Any:
+    """Replica 0: runs `apply`, each ONLY_FIRST_REPLICA write going to every device's copy.
+
+    The call stands for the other replicas' too only if nothing else it made changes state:
+    stateful ops besides its writes and plain reads (a replica-local or SUM variable, a
+    fused `ResourceApply*` on replica 0's handle, random draws) mean each replica runs it.
+    """
+    seen: dict[int, int] = {}
+
+    def route(var: Any, update_fn: Callable[..., Any], value: Any, kwargs: dict[str, Any]) -> Any:
+        components = list(var.values)
+        if len(components) != window.devices:
+            window.skippable = False
+            return update_fn(_tf_private.own_component(var), value, **kwargs)
+        occurrence = seen.get(id(var), 0)
+        seen[id(var)] = occurrence + 1
+        results = []
+        for component in components:
+            with tf.device(component.device):
+                results.append(update_fn(component, value, **kwargs))
+        ops = [getattr(r, "op", r) for r in results]
+        window.ops.update(ops)
+        window.writes[(id(var), occurrence)] = results
+        window.order.append(ops)
+        return results[0]
+
+    first = len(graph.get_operations())
+    with variables_lib.routed_writes(route):
+        result = apply()
+    if window.skippable:
+        window.skippable = not any(
+            op.op_def.is_stateful and op.type not in _READ_ONLY_STATEFUL
+            and op not in window.ops for op in graph.get_operations()[first:])
+    window.done = True
+    return result
+
+
+def _take_writes(window: _Window, replica: int, apply: Callable[[], Any]) -> Any:
+    """A later replica runs `apply`; each write takes replica 0's write of the same variable
+    on this replica's device (made before, in `_write_everywhere`), or updates this replica's
+    own copy when replica 0 made no such write."""
+    seen: dict[int, int] = {}
+
+    def route(var: Any, update_fn: Callable[..., Any], value: Any, kwargs: dict[str, Any]) -> Any:
+        occurrence = seen.get(id(var), 0)
+        seen[id(var)] = occurrence + 1
+        results = window.writes.get((id(var), occurrence))
+        if results is None:
+            return update_fn(_tf_private.own_component(var), value, **kwargs)
+        return results[replica]
+
+    with variables_lib.routed_writes(route):
+        return apply()
+

@@ -458,12 +458,34 @@ def local_update_in_control_flow(original: Callable[..., Any]) -> Callable[..., 
         replica_graph = getattr(_REPLICA_GRAPH, "graph", None)
         if (replica_graph is not None
                 and var.aggregation == tf.VariableAggregation.ONLY_FIRST_REPLICA
-                and tf.distribute.in_cross_replica_context() is False
-                and _v1.get_default_graph() is not replica_graph):
-            return update_fn(_tf_private.own_component(var), value, **kwargs)
+                and tf.distribute.in_cross_replica_context() is False):
+            if _v1.get_default_graph() is not replica_graph:
+                return update_fn(_tf_private.own_component(var), value, **kwargs)
+            writes = getattr(_REPLICA_GRAPH, "writes", None)
+            if writes is not None:
+                return writes(var, update_fn, value, kwargs)
         return original(var, update_fn, value, **kwargs)
 
     return on_write_update_replica
+
+
+@contextlib.contextmanager
+def routed_writes(route: Callable[[Any, Callable[..., Any], Any, dict[str, Any]], Any]
+                  ) -> Iterator[None]:
+    """Inside (this thread, in a replica step): replica-context updates of ONLY_FIRST_REPLICA
+    variables in the step's own graph go to `route(var, update_fn, value, kwargs)` instead of
+    a merge_call. `optimizer_apply.apply_once` routes a custom optimizer's writes."""
+    previous = getattr(_REPLICA_GRAPH, "writes", None)
+    _REPLICA_GRAPH.writes = route
+    try:
+        yield
+    finally:
+        _REPLICA_GRAPH.writes = previous
+
+
+def replica_graph() -> tf.Graph | None:
+    """The graph of the replica step this thread is tracing (None outside one)."""
+    return getattr(_REPLICA_GRAPH, "graph", None)
 
 
 def replica_root_name_scope(original: Callable[..., Any]) -> Callable[..., Any]:
