@@ -5,7 +5,7 @@ effect of the model's own optimizer.
 nothing else running) runs `run_bert`'s start-up of one contender on REPLICAS logical CPUs
 (default 1): the shim on the BFC allocator as its launcher sets it, the TF2 loop on
 TensorFlow's default. It prints the process's resident and peak memory before and after the
-trace, the step-0 checkpoint and the first step (shim), then the time to first step.
+trace, the step-0 checkpoint and the first step, then the time to first step.
 `--fused-adam` (shim only) swaps `run_classifier`'s `AdamWeightDecayOptimizer`, which
 assigns each variable and slot itself, for `tf.compat.v1.train.AdamOptimizer`, whose fused
 `ResourceApplyAdam` the TF2 loop's Keras Adam also uses: the figures in bench/RESULTS.md
@@ -19,9 +19,13 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from typing import Any, Callable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+_START = time.perf_counter()
 
 
 def _memory(tag: str) -> None:
@@ -29,16 +33,23 @@ def _memory(tag: str) -> None:
         fields = dict(line.split(":", 1) for line in status
                       if line.startswith(("VmHWM", "VmRSS")))
     print(f"memory {tag:28s} peak {fields['VmHWM'].strip():>12s}  "
-          f"resident {fields['VmRSS'].strip():>12s}", flush=True)
+          f"resident {fields['VmRSS'].strip():>12s}  at {time.perf_counter() - _START:7.1f} s",
+          flush=True)
 
 
-def _measured(owner: Any, name: str, tag: str) -> None:
+def _measured(owner: Any, name: str, tag: str, at_least: float = 0.0) -> None:
+    """Prints memory and time around every call of `owner.name` that takes `at_least` s."""
     original: Callable[..., Any] = getattr(owner, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _memory(f"before {tag}")
+        start = time.perf_counter()
+        if not at_least:
+            _memory(f"before {tag}")
         result = original(*args, **kwargs)
-        _memory(f"after {tag}")
+        if time.perf_counter() - start >= at_least:
+            if at_least:
+                print(f"{tag} took {time.perf_counter() - start:.1f} s", flush=True)
+            _memory(f"after {tag}")
         return result
 
     setattr(owner, name, wrapper)
@@ -78,12 +89,21 @@ def main(argv: list[str]) -> None:
     names = devices.split_cpu(replicas)
     if fused:
         _fused_adam()
-    if contender == "shim":
-        from tpu_estimator_compat import loop, save_policy, train_session  # pylint: disable=import-outside-toplevel
+    # Both contenders: the trace of every function TensorFlow compiles (the train loop's is
+    # the long one); what follows the last trace up to the end is the first call's graph
+    # optimisation and its step.
+    from tensorflow.python.eager.polymorphic_function import tracing_compilation  # pylint: disable=import-outside-toplevel
 
-        _measured(train_session.TrainSession, "_train_loop", "trace")
+    _measured(tracing_compilation, "trace_function", "a trace", at_least=1.0)
+    if contender == "shim":
+        from tpu_estimator_compat import loop, save_policy  # pylint: disable=import-outside-toplevel
+
         _measured(save_policy.SavePolicy, "begin", "step-0 checkpoint")
         _measured(loop.TrainDriver, "run", "first step")
+    else:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        _measured(tf.train.Checkpoint, "write", "step-0 checkpoint")
     spec = {"replicas": replicas, "contender": contender, "workload": "bert",
             "steps_per_call": 1}
     model_dir = tempfile.mkdtemp(prefix="bert_startup_")
