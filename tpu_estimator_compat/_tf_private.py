@@ -519,6 +519,27 @@ def own_component(variable):
     return variable._get_on_device_or_primary()  # pylint: disable=protected-access
 
 
+def op_creation_index(op) -> int:
+    """The graph's running number of `op`: an op made later in the same graph has a larger one.
+
+    `optimizer_apply._Chain` orders a custom optimizer's large updates and must tell the ops
+    made since the previous write from older ones without listing the whole graph at every
+    write. Only the private field holds it (tensorflow/python/framework/ops.py: Operation._id).
+    """
+    return op._id  # pylint: disable=protected-access
+
+
+def add_control_input(op, source) -> None:
+    """Makes the existing `op` run after `source`, as `tf.control_dependencies` would have.
+
+    `optimizer_apply._Chain` orders ops user code made before the shim knows what they
+    compute (a variable's new value, known at its assign). No public API adds a control
+    input to an op after it is made (tensorflow/python/framework/ops.py:
+    Operation._add_control_input).
+    """
+    op._add_control_input(source)  # pylint: disable=protected-access
+
+
 # `tf.contrib.framework` re-exported TensorFlow's deprecation decorators and name-scope helpers
 # (TF 1.15 contrib/framework/__init__.py and its python/framework package). TF 2.21 still
 # defines them, with the same signatures, but only in private modules
