@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpu_estimator_compat import optimizer_apply
+from tpu_estimator_compat import optimizer_apply, write_order
 
 from conftest import make_strategy
 
@@ -237,9 +237,9 @@ def test_custom_optimizer_update_equals_a_merge_call_per_write(tmp_path, monkeyp
     summed gradient. With nothing but variable writes in the update, replicas 1-7 do not run
     it; with a write it cannot stand in for, every replica runs it (the SUM counts 8 a step,
     the replica-local one sums 8 copies). `chained`: every variable counts as large, so each
-    variable's update waits for the previous one's write (`optimizer_apply._Chain`)."""
+    variable's update waits for the previous one's write (`write_order`)."""
     if chained:
-        monkeypatch.setattr(optimizer_apply, "CHAINED_UPDATE_ELEMENTS", 0)
+        monkeypatch.setattr(write_order, "CHAINED_WRITE_ELEMENTS", 0)
     ours, our_calls = _train_bert_style(tmp_path / "once", extra)
     monkeypatch.setattr(optimizer_apply, "_local_replica", lambda graph: None)
     theirs, their_calls = _train_bert_style(tmp_path / "merge", extra)
@@ -253,40 +253,3 @@ def test_custom_optimizer_update_equals_a_merge_call_per_write(tmp_path, monkeyp
     assert our_calls == (their_calls // 8 if extra is None else their_calls)
     if extra == "summed":
         assert float(ours["summed_count"]) == 8 * 6
-
-
-def _traced_edges(monkeypatch, threshold: int) -> set[tuple[str, str, str]]:
-    """(source type, source, op) of every control edge in the replica graph of a one-step,
-    8-replica training of `_bert_style_model_fn` with large variables from `threshold`."""
-    monkeypatch.setattr(optimizer_apply, "CHAINED_UPDATE_ELEMENTS", threshold)
-    graphs = []
-    original = optimizer_apply._write_everywhere  # pylint: disable=protected-access
-
-    def recording(graph, window, apply):
-        graphs.append(graph)
-        return original(graph, window, apply)
-
-    monkeypatch.setattr(optimizer_apply, "_write_everywhere", recording)
-    est = TPUEstimator(model_fn=_bert_style_model_fn, use_tpu=True, train_batch_size=16,
-                       params={"extra": None},
-                       config=RunConfig(tpu_config=TPUConfig(iterations_per_loop=1)))
-    est.train(_bert_style_input_fn, max_steps=1)
-    return {(source.type, source.name, op.name) for op in graphs[0].get_operations()
-            for source in op.control_inputs}
-
-
-def test_large_variable_updates_wait_for_the_previous_large_write(monkeypatch):
-    """The chain's edges: the update of logits/kernel (24 elements, large from 12) starts
-    after the last write of hidden/kernel (40 elements, its `adam_v` slot); the biases (8
-    and 3 elements) are small and neither wait nor are waited for."""
-    unchained = _traced_edges(monkeypatch, 1 << 30)
-    chained = _traced_edges(monkeypatch, 12)
-    added = chained - unchained
-    assert added, "no update waits for a write"
-    sources = {source for kind, source, _ in added}
-    assert {kind for kind, _, _ in added} == {"AssignVariableOp"}
-    assert len(sources) == 1, sources  # hidden/kernel/adam_v's write on replica 0's device.
-    # Its entry points: reads of logits/kernel and its slots, tf.square of its gradient.
-    targets = {op for _, _, op in added}
-    assert any(op.startswith("Square") for op in targets), targets
-    assert any(op.startswith("ReadVariableOp") for op in targets), targets

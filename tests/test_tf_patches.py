@@ -81,6 +81,12 @@ PATCHED_SYMBOLS = {
         ("tensorflow.python.framework.ops.Graph.name_scope",),
     "variables.local_update_in_control_flow":
         ("tensorflow.python.distribute.values._on_write_update_replica",),
+    "write_order.assign_variable_op":
+        ("tensorflow.python.ops.gen_resource_variable_ops.assign_variable_op",),
+    "write_order.assign_add_variable_op":
+        ("tensorflow.python.ops.gen_resource_variable_ops.assign_add_variable_op",),
+    "write_order.assign_sub_variable_op":
+        ("tensorflow.python.ops.gen_resource_variable_ops.assign_sub_variable_op",),
     "tf1_names.variable_op":
         ("tensorflow.python.ops.resource_variable_ops.BaseResourceVariable.op",),
     "tf1_names.distributed_variable_op":
@@ -132,6 +138,9 @@ _SCOPED_ARGS = {
     "variables.ema_variables_to_restore": lambda: (),
     "variables.replica_root_name_scope": lambda: (),
     "variables.local_update_in_control_flow": lambda: (),
+    "write_order.assign_variable_op": lambda: (),
+    "write_order.assign_add_variable_op": lambda: (),
+    "write_order.assign_sub_variable_op": lambda: (),
     "tf1_names.scoped_collections": lambda: (),
     "cross_shard.number_of_shards": lambda: (),
     "cross_shard.xla_context": lambda: (),

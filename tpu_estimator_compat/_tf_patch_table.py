@@ -301,6 +301,42 @@ PATCHES: tuple[Patch, ...] = (
         build="tpu_estimator_compat.variables:local_update_in_control_flow",
         signature="(var, update_fn, value, **kwargs)"),
     Patch(
+        name="write_order.assign_variable_op",
+        kind=SCOPED,
+        target="tensorflow.python.ops.gen_resource_variable_ops.assign_variable_op",
+        why="A custom optimizer written with plain ops (BERT's AdamWeightDecay) makes "
+            "variable-sized temporaries that TensorFlow's executor computes for every "
+            "variable before any write; ordering each large write after the previous one "
+            "bounds them. The shim only learns what a value computes when it is written, and "
+            "every variable write in a graph reaches this op wrapper; no public hook sees a "
+            "write being made.",
+        build="tpu_estimator_compat.write_order:patched_write",
+        signature="(resource: Annotated[Any, <class 'tensorflow.security.fuzzing.py.annotation_types.Resource'>], value: Annotated[Any, ~TV_AssignVariableOp_dtype], validate_shape: bool = False, name=None)"),
+    Patch(
+        name="write_order.assign_add_variable_op",
+        kind=SCOPED,
+        target="tensorflow.python.ops.gen_resource_variable_ops.assign_add_variable_op",
+        why="A custom optimizer written with plain ops (BERT's AdamWeightDecay) makes "
+            "variable-sized temporaries that TensorFlow's executor computes for every "
+            "variable before any write; ordering each large write after the previous one "
+            "bounds them. The shim only learns what a value computes when it is written, and "
+            "every variable write in a graph reaches this op wrapper; no public hook sees a "
+            "write being made.",
+        build="tpu_estimator_compat.write_order:patched_write",
+        signature="(resource: Annotated[Any, <class 'tensorflow.security.fuzzing.py.annotation_types.Resource'>], value: Annotated[Any, ~TV_AssignAddVariableOp_dtype], name=None)"),
+    Patch(
+        name="write_order.assign_sub_variable_op",
+        kind=SCOPED,
+        target="tensorflow.python.ops.gen_resource_variable_ops.assign_sub_variable_op",
+        why="A custom optimizer written with plain ops (BERT's AdamWeightDecay) makes "
+            "variable-sized temporaries that TensorFlow's executor computes for every "
+            "variable before any write; ordering each large write after the previous one "
+            "bounds them. The shim only learns what a value computes when it is written, and "
+            "every variable write in a graph reaches this op wrapper; no public hook sees a "
+            "write being made.",
+        build="tpu_estimator_compat.write_order:patched_write",
+        signature="(resource: Annotated[Any, <class 'tensorflow.security.fuzzing.py.annotation_types.Resource'>], value: Annotated[Any, ~TV_AssignSubVariableOp_dtype], name=None)"),
+    Patch(
         name="cross_shard.number_of_shards",
         kind=SCOPED,
         target="tensorflow.python.tpu.tpu_function.TpuContext.number_of_shards",

@@ -308,7 +308,6 @@ def _write_everywhere(graph: Any, window: _Window, apply: Callable[[], Any]) -> 
     fused `ResourceApply*` on replica 0's handle, random draws) mean each replica runs it.
     """
     seen: dict[int, int] = {}
-    chain = _Chain()
 
     def route(var: Any, update_fn: Callable[..., Any], value: Any, kwargs: dict[str, Any]) -> Any:
         components = list(var.values)
@@ -317,16 +316,11 @@ def _write_everywhere(graph: Any, window: _Window, apply: Callable[[], Any]) -> 
             return update_fn(_tf_private.own_component(var), value, **kwargs)
         occurrence = seen.get(id(var), 0)
         seen[id(var)] = occurrence + 1
-        large = var.shape.num_elements() is not None and (
-            var.shape.num_elements() >= CHAINED_UPDATE_ELEMENTS)
-        if large and chain.last is not None:
-            chain.start_after(value, chain.last)
         results = []
         for component in components:
             with tf.device(component.device):
                 results.append(update_fn(component, value, **kwargs))
         ops = [getattr(r, "op", r) for r in results]
-        chain.written(ops, large)
         window.ops.update(ops)
         window.writes[(id(var), occurrence)] = results
         window.order.append(ops)
@@ -341,54 +335,6 @@ def _write_everywhere(graph: Any, window: _Window, apply: Callable[[], Any]) -> 
             and op not in window.ops for op in graph.get_operations()[first:])
     window.done = True
     return result
-
-
-# Variables of at least this many elements have their updates chained (`_Chain`).
-CHAINED_UPDATE_ELEMENTS = 1 << 18
-
-
-class _Chain:
-    """Orders an update's large writes one after another, to bound its temporaries.
-
-    A custom optimizer written with plain ops (BERT's `next_m`, `next_v`, `update`,
-    `next_param` per variable) makes several temporaries the size of each variable. All its
-    variables' gradients are ready at once (after clipping and the all-reduce), so
-    TensorFlow's executor computes every variable's temporaries before it writes any: on
-    BERT-base three extra copies of the model, where a fused `ResourceApplyAdam` makes none.
-    Here the ops computing a large variable's new value that were made since the previous
-    write start only after the previous large variable's write, so about one variable's
-    temporaries exist at a time. Only control edges are added, within the update (every op
-    made after the previous write is newer than it, so no cycle): values are unchanged.
-    Small variables are left unordered: their temporaries are cheap and chaining them would
-    only serialise a small model's update.
-    """
-
-    def __init__(self) -> None:
-        self.last: Any = None  # The previous large variable's write (replica 0's).
-        self.mark = -1  # The id of the newest op of the previous write.
-
-    def written(self, ops: list[Any], large: bool) -> None:
-        """Notes one variable's writes, one per device (replica 0's first)."""
-        self.mark = max(_tf_private.op_creation_index(op) for op in ops)
-        if large:
-            self.last = ops[0]
-
-    def start_after(self, value: Any, write: Any) -> None:
-        """Makes the ops computing `value` that are newer than the previous write wait for
-        `write`: those without an input among them (the chain's entry points)."""
-        if not hasattr(value, "op"):
-            return
-        index = _tf_private.op_creation_index
-        stack, seen = [value.op], set()
-        while stack:
-            op = stack.pop()
-            if index(op) <= self.mark or op in seen:
-                continue
-            seen.add(op)
-            newer = [t.op for t in op.inputs if index(t.op) > self.mark]
-            if not newer and op.type != "Placeholder":  # A function input takes no control.
-                _tf_private.add_control_input(op, write)
-            stack.extend(newer)
 
 
 def _take_writes(window: _Window, replica: int, apply: Callable[[], Any]) -> Any:

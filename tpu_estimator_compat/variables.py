@@ -33,7 +33,8 @@ from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
-from tpu_estimator_compat import _tf_patches, _tf_private, hub_support, replica_state, tf1_names
+from tpu_estimator_compat import (_tf_patches, _tf_private, hub_support, replica_state,
+                                  tf1_names, write_order)
 
 _v1 = tf.compat.v1
 
@@ -623,6 +624,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
                 replica_state.own_v1_stores(graph, _refusing_partitioners), _v1.variable_scope(root, auxiliary_name_scope=False), \
                 _tf_private.tf1_tensor_equality(), ema_restore_by_name(), \
                 _tf_patches.applied("variables.local_update_in_control_flow"), \
+                write_order.chained(graph), \
                 tf1_names.replica_scoped_collections(replica_root), hub_support.applied():
             for key in (_v1.GraphKeys.GLOBAL_STEP, _v1.GraphKeys.GLOBAL_VARIABLES):
                 ref = graph.get_collection_ref(key)
