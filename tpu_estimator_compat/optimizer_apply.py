@@ -88,17 +88,27 @@ def _per_device_apply(optimizer: Any, distribution: tf.distribute.Strategy,
     extended = distribution.extended
     devices = tuple(extended.worker_devices)
     grads_and_vars = list(grads_and_vars)
-    reduced = _sum_by_dtype(distribution, grads_and_vars)
+    with tf.control_dependencies(None):  # Summing waits for no one's update ops (see below).
+        reduced = _sum_by_dtype(distribution, grads_and_vars)
     var_list = [v for _, v in grads_and_vars]
     with tf.init_scope():
         _tf_private.optimizer_create_slots(optimizer, var_list)
+    own = _OwnDeviceControl()
 
     def update(v: Any, g: Any) -> Any:
         # As TensorFlow's own `update`: the variable's processor picks dense/sparse/resource.
         if not isinstance(g, tf.IndexedSlices):
             g = tf.convert_to_tensor(g)
-        with tf.name_scope("update_" + v.name.split(":")[0]):
+        with tf.name_scope("update_" + v.name.split(":")[0]), own.on(v.device):
             return _tf_private.optimizer_processor(v).update_op(optimizer, g)
+
+    def finish(updates: list[Any]) -> Any:
+        with own.on(updates[0].device if updates else ""):
+            return _tf_private.optimizer_finish(optimizer, updates, "update")
+
+    def increment(step: Any, finish: Any) -> Any:
+        with own.on(step.device):
+            return _increment_after(step, finish)
 
     with tf.compat.v1.name_scope(name, _tf_private.optimizer_name(optimizer)) as name:
         _tf_private.optimizer_prepare(optimizer)
@@ -107,19 +117,56 @@ def _per_device_apply(optimizer: Any, distribution: tf.distribute.Strategy,
             for index, op in enumerate(extended.update(var, update, args=(grad,), group=False)):
                 by_device[index].append(op)
         own_updates = _per_replica(distribution, by_device)
-        finishes = extended.update_non_slot(
-            devices, lambda updates: _tf_private.optimizer_finish(optimizer, updates, "update"),
-            args=(own_updates,), group=False)
+        finishes = extended.update_non_slot(devices, finish, args=(own_updates,), group=False)
         if global_step is None:
             results = finishes
         else:
-            results = extended.update(global_step, _increment_after,
+            results = extended.update(global_step, increment,
                                       args=(_per_replica(distribution, finishes),),
                                       group=False)
         # merge_call hands each replica its own element: its device's train op.
         apply_updates = _per_replica(distribution, results)
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TRAIN_OP, apply_updates)
         return apply_updates
+
+
+class _OwnDeviceControl:
+    """The control dependencies around the merge_call, each device's update under its own.
+
+    A v1 model_fn writes `with tf.control_dependencies(UPDATE_OPS): minimize(loss)` (batch
+    norm's moving averages). MirroredStrategy runs the merged `_distributed_apply` under the
+    union of every replica thread's control dependencies, so each op it makes without an
+    input from inside (every constant of every device's update) waited for every replica's
+    update ops: on the 8-replica ResNet 105,000 control edges, 730 constants x 144, which
+    TensorFlow's graph optimiser then spent seconds removing before the first step. Each
+    device's update now waits for the dependencies on its own device (and those on none),
+    through one no-op per device: what each replica's (and each TPU core's) train op waited
+    for.
+    """
+
+    def __init__(self) -> None:
+        self._inputs = _tf_private.active_control_inputs(tf.compat.v1.get_default_graph())
+        self._groups: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def on(self, device: str) -> Iterator[None]:
+        """Inside: new ops wait for the dependencies on `device` only."""
+        if not self._inputs:
+            yield
+            return
+        key = _canonical_device(device)
+        with tf.control_dependencies(None):
+            if key not in self._groups:
+                own = [op for op in self._inputs
+                       if not op.device or _canonical_device(op.device) == key]
+                self._groups[key] = tf.group(*own) if own else None
+            group = self._groups[key]
+            with tf.control_dependencies([group] if group is not None else []):
+                yield
+
+
+def _canonical_device(device: str) -> str:
+    return tf.DeviceSpec.from_string(device or "").to_string()
 
 
 def _sum_by_dtype(distribution: tf.distribute.Strategy,
