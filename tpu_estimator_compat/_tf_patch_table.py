@@ -62,6 +62,14 @@ class Patch:
         return (self.target, *self.also)
 
 
+# Shared by the three `write_order.*` patches (one per variable-write op wrapper).
+_WRITE_ORDER_WHY = (
+    "A custom optimizer written with plain ops (BERT's AdamWeightDecay) makes variable-sized "
+    "temporaries that TensorFlow's executor computes for every variable before any write; "
+    "ordering each large write after the previous one bounds them. The shim only learns what "
+    "a value computes when it is written, and every variable write in a graph reaches this "
+    "op wrapper; no public hook sees a write being made.")
+
 PATCHES: tuple[Patch, ...] = (
     # -- cross_shard: TPU cross-replica primitives on any tf.distribute strategy.
     Patch(
@@ -304,36 +312,21 @@ PATCHES: tuple[Patch, ...] = (
         name="write_order.assign_variable_op",
         kind=SCOPED,
         target="tensorflow.python.ops.gen_resource_variable_ops.assign_variable_op",
-        why="A custom optimizer written with plain ops (BERT's AdamWeightDecay) makes "
-            "variable-sized temporaries that TensorFlow's executor computes for every "
-            "variable before any write; ordering each large write after the previous one "
-            "bounds them. The shim only learns what a value computes when it is written, and "
-            "every variable write in a graph reaches this op wrapper; no public hook sees a "
-            "write being made.",
+        why=_WRITE_ORDER_WHY,
         build="tpu_estimator_compat.write_order:patched_write",
         signature="(resource: Annotated[Any, <class 'tensorflow.security.fuzzing.py.annotation_types.Resource'>], value: Annotated[Any, ~TV_AssignVariableOp_dtype], validate_shape: bool = False, name=None)"),
     Patch(
         name="write_order.assign_add_variable_op",
         kind=SCOPED,
         target="tensorflow.python.ops.gen_resource_variable_ops.assign_add_variable_op",
-        why="A custom optimizer written with plain ops (BERT's AdamWeightDecay) makes "
-            "variable-sized temporaries that TensorFlow's executor computes for every "
-            "variable before any write; ordering each large write after the previous one "
-            "bounds them. The shim only learns what a value computes when it is written, and "
-            "every variable write in a graph reaches this op wrapper; no public hook sees a "
-            "write being made.",
+        why=_WRITE_ORDER_WHY,
         build="tpu_estimator_compat.write_order:patched_write",
         signature="(resource: Annotated[Any, <class 'tensorflow.security.fuzzing.py.annotation_types.Resource'>], value: Annotated[Any, ~TV_AssignAddVariableOp_dtype], name=None)"),
     Patch(
         name="write_order.assign_sub_variable_op",
         kind=SCOPED,
         target="tensorflow.python.ops.gen_resource_variable_ops.assign_sub_variable_op",
-        why="A custom optimizer written with plain ops (BERT's AdamWeightDecay) makes "
-            "variable-sized temporaries that TensorFlow's executor computes for every "
-            "variable before any write; ordering each large write after the previous one "
-            "bounds them. The shim only learns what a value computes when it is written, and "
-            "every variable write in a graph reaches this op wrapper; no public hook sees a "
-            "write being made.",
+        why=_WRITE_ORDER_WHY,
         build="tpu_estimator_compat.write_order:patched_write",
         signature="(resource: Annotated[Any, <class 'tensorflow.security.fuzzing.py.annotation_types.Resource'>], value: Annotated[Any, ~TV_AssignSubVariableOp_dtype], name=None)"),
     Patch(

@@ -523,7 +523,8 @@ def op_creation_index(op) -> int:
     """The graph's running number of `op`: an op made later in the same graph has a larger one.
 
     `write_order` orders a replica step's large variable writes and must tell the ops made
-    since the previous write from older ones without listing the whole graph at every write. Only the private field holds it (tensorflow/python/framework/ops.py: Operation._id).
+    since the previous write from older ones without listing the whole graph at every write.
+    Only the private field holds it (tensorflow/python/framework/ops.py: Operation._id).
     """
     return op._id  # pylint: disable=protected-access
 
@@ -532,9 +533,8 @@ def add_control_input(op, source) -> None:
     """Makes the existing `op` run after `source`, as `tf.control_dependencies` would have.
 
     `write_order` orders ops user code made before the shim knows what they compute (a
-    variable's new value, known at its assign). No public API adds a control
-    input to an op after it is made (tensorflow/python/framework/ops.py:
-    Operation._add_control_input).
+    variable's new value, known at its assign). No public API adds a control input to an op
+    after it is made (tensorflow/python/framework/ops.py: Operation._add_control_input).
     """
     op._add_control_input(source)  # pylint: disable=protected-access
 
