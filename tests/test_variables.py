@@ -213,36 +213,28 @@ def test_per_replica_collections_put_back_the_same_list_objects():
         assert ref == []
 
 
-def _shared_seeded_initializer_model_fn(features, labels, mode, params):
-    """One seeded initializer object for two variables, as r1 code often wrote it."""
-    del labels, params
-    init = v1.glorot_uniform_initializer(seed=3)
-    a = v1.get_variable("a", [2, 4], initializer=init)
-    b = v1.get_variable("b", [2, 4], initializer=init)
-    loss = tf.reduce_mean(tf.matmul(features, a + b)) * 0.0
-    optimizer = v1.train.GradientDescentOptimizer(LR)
-    return TPUEstimatorSpec(mode=mode, loss=loss, train_op=optimizer.minimize(
-        loss, global_step=v1.train.get_global_step()))
+def _one_initializer_for_two_variables(init):
+    """A model_fn using one initializer object for two variables, as r1 code often did."""
+
+    def model_fn(features, labels, mode, params):
+        del labels, params
+        a = v1.get_variable("a", [2, 4], initializer=init)
+        b = v1.get_variable("b", [2, 4], initializer=init)
+        loss = tf.reduce_mean(tf.matmul(features, a + b)) * 0.0
+        optimizer = v1.train.GradientDescentOptimizer(LR)
+        return TPUEstimatorSpec(mode=mode, loss=loss, train_op=optimizer.minimize(
+            loss, global_step=v1.train.get_global_step()))
+
+    return model_fn
 
 
 def test_one_seeded_initializer_draws_the_same_for_each_variable(tmp_path, strategy):
     """In a TF1 graph every random op had its own generator, so `a` and `b` got the same
     draw (tests/test_hooks.py replays a legacy golden built this way); run eagerly, the
     second call would have continued the first's stream."""
-    reader = _train(tmp_path, strategy, _shared_seeded_initializer_model_fn)
+    reader = _train(tmp_path, strategy,
+                    _one_initializer_for_two_variables(v1.glorot_uniform_initializer(seed=3)))
     np.testing.assert_array_equal(reader.get_tensor("a"), reader.get_tensor("b"))
-
-
-def _initializer_kinds_model_fn(features, labels, mode, params):
-    """Variables whose initializers do and do not draw with an explicit seed."""
-    del labels
-    init = params["initializer"]
-    a = v1.get_variable("a", [2, 4], initializer=init)
-    b = v1.get_variable("b", [2, 4], initializer=init)
-    loss = tf.reduce_mean(tf.matmul(features, a + b)) * 0.0
-    optimizer = v1.train.GradientDescentOptimizer(LR)
-    return TPUEstimatorSpec(mode=mode, loss=loss, train_op=optimizer.minimize(
-        loss, global_step=v1.train.get_global_step()))
 
 
 def _seeded_function_initializer(shape, dtype=None, partition_info=None):
@@ -272,8 +264,8 @@ def test_kernel_cache_is_reset_only_before_a_draw_with_an_explicit_seed(
                         lambda: (resets.append(1), reset())[1])
     config = RunConfig(model_dir=str(tmp_path), tf_random_seed=1,
                        tpu_config=TPUConfig(iterations_per_loop=1))
-    estimator = TPUEstimator(model_fn=_initializer_kinds_model_fn, config=config, use_tpu=True,
-                             train_batch_size=BATCH, params={"initializer": initializer})
+    estimator = TPUEstimator(model_fn=_one_initializer_for_two_variables(initializer),
+                             config=config, use_tpu=True, train_batch_size=BATCH)
     estimator.train(_input_fn, max_steps=1)
     reader = tf.train.load_checkpoint(estimator.latest_checkpoint())
     same = np.array_equal(reader.get_tensor("a"), reader.get_tensor("b"))
