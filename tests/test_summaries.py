@@ -191,6 +191,41 @@ def test_a_loop_of_per_step_rate_summaries_is_one_compiled_write_in_step_order(t
     assert writer._write_events.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
 
 
+def test_short_loops_events_wait_to_be_written_together_at_most_a_second(tmp_path,
+                                                                         monkeypatch):
+    """use_tpu=False at iterations_per_loop=10: legacy's step rates fire every 10 steps, two
+    events a loop, whose eager writes cost an overhead-bound MLP a third of its loop. They
+    wait until more than 16 are pending or the oldest is a second old; close() writes the
+    rest. The file ends the same as when every loop writes its own."""
+    rules = summaries.TrainSummaryRules.legacy(
+        use_tpu=False, on_tpu=False, save_summary_steps=100, log_step_count_steps=100,
+        iterations_per_loop=10, examples_per_step=64)
+
+    def feed(directory, loops):
+        writer = summaries.TrainSummaries(str(directory), rules)
+        seen = []
+        for loop in range(loops):
+            writer.after_loop(10 * (loop + 1), np.full([10], 0.5, np.float32),
+                              end_time=loop + 1.0, seconds=1.0,
+                              starts=np.arange(10 * loop, 10 * (loop + 1)))
+            writer._background.drain()  # pylint: disable=protected-access
+            writer._writer.flush()  # pylint: disable=protected-access
+            seen.append(len(events(str(directory))))
+        writer.close()
+        return seen, events(str(directory))
+
+    monkeypatch.setattr(summaries, "_PENDING_SECONDS_AT_MOST", 0.0)
+    each_loop, expected = feed(tmp_path / "each", 12)
+    assert each_loop == sorted(set(each_loop)) and each_loop[0] > 0  # Every loop wrote.
+    monkeypatch.setattr(summaries, "_PENDING_SECONDS_AT_MOST", 3600.0)
+    batched, found = feed(tmp_path / "batched", 12)
+    assert found == expected
+    first_write = next(i for i, count in enumerate(batched) if count)
+    assert batched[:first_write] == [0] * first_write and first_write >= 3
+    assert batched[first_write] == each_loop[first_write] > 16
+    assert batched[-1] < len(expected)  # The last ones waited for close().
+
+
 def test_loops_summaries_are_written_off_the_training_thread_and_errors_reach_close(
         tmp_path, monkeypatch):
     """A loop's events are decided and written while the next loop runs; close() waits for
