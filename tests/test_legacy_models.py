@@ -63,7 +63,10 @@ def events(directory):
 # ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=["default", "mirrored8"])
+# 8 replicas: ~50 s here, opt-in (`-m slow`) to keep the default run under 20 minutes; the
+# parity suite's 8-replica ResNet replay is opt-in too.
+@pytest.fixture(scope="module",
+                params=["default", pytest.param("mirrored8", marks=pytest.mark.slow)])
 def resnet_run(request, tmp_path_factory):
     """A ResNet trained RESNET_STEPS steps on 1 or 8 replicas, with its model_dir.
 
@@ -203,7 +206,9 @@ def bert_input_fns(directory, pad):
                                                     with_labels=False))
 
 
-@pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
+# 8 replicas: ~40 s here, opt-in (`-m slow`) to keep the default run under 20 minutes.
+@pytest.mark.parametrize("strategy_name",
+                         ["default", pytest.param("mirrored8", marks=pytest.mark.slow)])
 def test_bert_fine_tunes_from_pretrained_checkpoint(tmp_path, strategy_name,
                                                     pretrained_checkpoint):
     from conftest import make_strategy

@@ -42,6 +42,9 @@ def _eval_events(model_dir):
     return steps
 
 
+# ~37 s here: opt-in (`-m slow`) to keep the default run under 20 minutes; the next test
+# runs a real ps cluster (chief, worker, ps processes) in the default run.
+@pytest.mark.slow
 def test_chief_workers_ps_and_evaluator_train_and_evaluate(job, tmp_path):
     model_dir, single_dir = tmp_path / "model", tmp_path / "single"
     spec = cluster_job.cluster(chief=1, worker=2, ps=1)
