@@ -196,17 +196,18 @@ def test_short_loops_events_wait_to_be_written_together_at_most_a_second(tmp_pat
     """use_tpu=False at iterations_per_loop=10: legacy's step rates fire every 10 steps, two
     events a loop, whose eager writes cost an overhead-bound MLP a third of its loop. They
     wait until more than 16 are pending or the oldest is a second old; close() writes the
-    rest. The file ends the same as when every loop writes its own."""
+    rest. The file ends the same as when every loop writes its own. A loop as long as that
+    bound (a slow model) writes its own events at once, never a whole loop late."""
     rules = summaries.TrainSummaryRules.legacy(
         use_tpu=False, on_tpu=False, save_summary_steps=100, log_step_count_steps=100,
         iterations_per_loop=10, examples_per_step=64)
 
-    def feed(directory, loops):
+    def feed(directory, loops, seconds=1.0):
         writer = summaries.TrainSummaries(str(directory), rules)
         seen = []
         for loop in range(loops):
             writer.after_loop(10 * (loop + 1), np.full([10], 0.5, np.float32),
-                              end_time=loop + 1.0, seconds=1.0,
+                              end_time=seconds * (loop + 1), seconds=seconds,
                               starts=np.arange(10 * loop, 10 * (loop + 1)))
             writer._background.drain()  # pylint: disable=protected-access
             writer._writer.flush()  # pylint: disable=protected-access
@@ -224,6 +225,8 @@ def test_short_loops_events_wait_to_be_written_together_at_most_a_second(tmp_pat
     assert batched[:first_write] == [0] * first_write and first_write >= 3
     assert batched[first_write] == each_loop[first_write] > 16
     assert batched[-1] < len(expected)  # The last ones waited for close().
+    slow_loops, _ = feed(tmp_path / "slow", 3, seconds=3600.0)
+    assert slow_loops[0] > 0 and slow_loops == sorted(set(slow_loops))  # Every loop wrote.
 
 
 def test_loops_summaries_are_written_off_the_training_thread_and_errors_reach_close(

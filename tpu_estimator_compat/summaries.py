@@ -402,7 +402,9 @@ class _StepTimer:
 # function (`_events_writer`), whose trace (~60 ms, once per writer per process) costs as
 # much as several hundred eager writes and would land in time to first step.
 _EAGER_WRITES_AT_MOST = 16
-# Events wait at most this long (checked as each loop ends) before they are written.
+# Events wait about this long at most before they are written: checked as each loop ends,
+# and a loop this long or longer writes its own events at once (the next check would be as
+# far away).
 _PENDING_SECONDS_AT_MOST = 1.0
 # Writes per iteration of the traced writer's loop. A `tf.while_loop` iteration costs ~7 us
 # of executor work on this kind of CPU, more than the write it carried: 200 events took
@@ -587,6 +589,7 @@ class TrainSummaries:
             if proto:
                 self._pending.append((at, proto))
         if (len(self._pending) > _EAGER_WRITES_AT_MOST
+                or seconds >= _PENDING_SECONDS_AT_MOST
                 or time.monotonic() - self._pending_since >= _PENDING_SECONDS_AT_MOST):
             self._write_pending()
 
@@ -595,10 +598,11 @@ class TrainSummaries:
 
         A short loop has a few events (with `use_tpu=False` at `iterations_per_loop=10`,
         legacy's step rates fire every 10 steps): one eager write each cost ~0.25 ms, a
-        third of an overhead-bound MLP's 10-step loop. Held until there are more than
-        `_EAGER_WRITES_AT_MOST` or the oldest has waited `_PENDING_SECONDS_AT_MOST`, they
-        go to the file through the traced writer; legacy's own writer held events up to
-        120 s before they reached the disk.
+        third of an overhead-bound MLP's 10-step loop. They are held until there are more
+        than `_EAGER_WRITES_AT_MOST` (then one call of the traced writer takes them all) or
+        the oldest has waited `_PENDING_SECONDS_AT_MOST`; a loop that long writes its own at
+        once, as before, so a slow model's events are never a whole loop late. Legacy's own
+        writer held events up to 120 s before they reached the disk.
         """
         pending, self._pending = self._pending, []
         if not pending:
