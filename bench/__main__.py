@@ -54,8 +54,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--cpu-allocator", choices=harness.ALLOCATOR_MODES,
                    help="TensorFlow's CPU allocator: malloc (TF's default, the default "
                         "here) or bfc (TF_CPU_ALLOCATOR_USE_BFC=true) for every contender; "
-                        "launcher: each as its user gets it by default, the shim on BFC as "
-                        "its launcher sets it, every other contender on malloc")
+                        "launcher: each as its user gets it by default, the shim as its "
+                        "launcher picks (BFC on 2 or more CPU replicas, malloc on one), "
+                        "every other contender on malloc")
     p.add_argument("--no-peak-flops", dest="peak_flops", action="store_false", default=None,
                    help="skip the peak matmul FLOP/s measurement (CNN compute efficiency)")
     p.add_argument("--json", help="append every raw result to this JSON-lines file")

@@ -3,8 +3,8 @@ effect of the model's own optimizer.
 
 `python -m bench.bert_startup {shim,tf2} [REPLICAS] [--fused-adam]` (from the repository root;
 nothing else running) runs `run_bert`'s start-up of one contender on REPLICAS logical CPUs
-(default 1): the shim on the BFC allocator as its launcher sets it, the TF2 loop on
-TensorFlow's default. It prints the process's resident and peak memory before and after the
+(default 1): the shim on the CPU allocator its launcher picks for that many replicas (BFC
+on 2 or more), the TF2 loop on TensorFlow's default. It prints the process's resident and peak memory before and after the
 trace, the step-0 checkpoint and the first step, then the time to first step.
 `--fused-adam` (shim only) swaps `run_classifier`'s `AdamWeightDecayOptimizer`, which
 assigns each variable and slot itself, for `tf.compat.v1.train.AdamOptimizer`, whose fused
@@ -83,7 +83,9 @@ def main(argv: list[str]) -> None:
                         ("TF_CPP_MIN_LOG_LEVEL", "2")):
         os.environ.setdefault(name, value)
     if contender == "shim":
-        os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+        from tpu_estimator_compat import run  # pylint: disable=import-outside-toplevel
+
+        run.cpu_allocator(None, replicas)
     from bench import devices, run_bert  # pylint: disable=import-outside-toplevel
 
     names = devices.split_cpu(replicas)

@@ -40,16 +40,19 @@ NEW_STACK_ENV = {"TF_USE_LEGACY_KERAS": "1"}  # r1 layers and tf_keras on TF 2.2
 # 8-replica ResNet that is over half the process's CPU time (bench/results/HISTORY.md, finding 11).
 CPU_ALLOCATORS = {"malloc": "false", "bfc": "true"}
 # `--cpu-allocator launcher`: every contender as its user gets it by default. The shim's
-# launcher (`python -m tpu_estimator_compat.run`) turns BFC on for the script it runs
-# (unless the user set the variable); everything else runs on TensorFlow's default, malloc.
-LAUNCHER_BFC_CONTENDERS = ("shim", "shim_nosum")
+# launcher (`python -m tpu_estimator_compat.run`) turns BFC on for the script it runs on
+# several CPU replicas (`run.cpu_allocator`, unless the user set the variable); everything
+# else runs on TensorFlow's default, malloc.
+LAUNCHER_CONTENDERS = ("shim", "shim_nosum")
 ALLOCATOR_MODES = (*CPU_ALLOCATORS, "launcher")
 
 
-def allocator_for(mode: str, contender: str) -> str:
-    """The CPU allocator (a key of CPU_ALLOCATORS) `contender` runs on under `mode`."""
+def allocator_for(mode: str, contender: str, replicas: int = 1) -> str:
+    """The CPU allocator (a key of CPU_ALLOCATORS) `contender` runs on under `mode`, on
+    `replicas` CPU replicas."""
     if mode == "launcher":
-        return "bfc" if contender in LAUNCHER_BFC_CONTENDERS else "malloc"
+        return ("bfc" if contender in LAUNCHER_CONTENDERS and replicas > 1
+                else "malloc")
     return mode
 WARMUP_STEPS = 10
 MULTI_REPLICA_SCALE = 0.5
@@ -179,7 +182,7 @@ def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
     module = (WORKLOADS[run.workload].runner
               or MODULES.get(run.contender, f"bench.run_{run.contender}"))
     argv = [PYTHON[stack], "-m", module, json.dumps(spec)]
-    cpu_allocator = allocator_for(cpu_allocator, run.contender)
+    cpu_allocator = allocator_for(cpu_allocator, run.contender, run.replicas)
     log_path = os.path.join(tmp, f"{run.label.replace('/', '_')}_rep{repeat}.log")
     start, load = time.monotonic(), os.getloadavg()[0]
     try:

@@ -2,7 +2,7 @@
 
 `python -m bench.profile_startup [WORKLOAD] [REPLICAS]` (from the repository root; defaults
 resnet 8) builds the bench's v1 model_fn on REPLICAS logical CPUs (`use_tpu=True` on
-several, as `run_shim.py` runs it), on the BFC allocator as the launcher sets it, and prints
+several, as `run_shim.py` runs it), on the CPU allocator the launcher picks for it, and prints
 the time to first step and the top of a cProfile of it by cumulative time: `loop.trace`
 (model_fn traced once per replica thread), the first `TFE_Py_Execute` (TensorFlow optimising
 the function graph, then one step) and the checkpoint. A development probe, not a contender.
@@ -22,10 +22,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def main(argv: list[str]) -> None:
     for name, value in (("TF_ENABLE_ONEDNN_OPTS", "0"), ("TF_USE_LEGACY_KERAS", "1"),
-                        ("TF_CPP_MIN_LOG_LEVEL", "2"), ("TF_CPU_ALLOCATOR_USE_BFC", "true")):
+                        ("TF_CPP_MIN_LOG_LEVEL", "2")):
         os.environ.setdefault(name, value)
     workload = argv[1] if len(argv) > 1 else "resnet"
     replicas = int(argv[2]) if len(argv) > 2 else 8
+    from tpu_estimator_compat import run  # pylint: disable=import-outside-toplevel
+
+    run.cpu_allocator(None, replicas)
     from bench import data, devices, models_v1
 
     devices.split_cpu(replicas)

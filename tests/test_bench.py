@@ -57,12 +57,15 @@ def test_marginal_rate_keeps_each_size_s_fastest_call(monkeypatch):
     assert overhead == pytest.approx(0.1 - 0.9 / 100)
 
 
-def test_launcher_mode_gives_the_shim_bfc_and_every_other_contender_tf_defaults():
-    assert harness.allocator_for("launcher", "shim") == "bfc"
-    assert harness.allocator_for("launcher", "shim_nosum") == "bfc"
-    assert {harness.allocator_for("launcher", c) for c in ("tf2", "raw", "keras", "legacy")} == {
+def test_launcher_mode_gives_the_shim_what_its_launcher_picks_and_others_tf_defaults():
+    """The launcher turns BFC on for several CPU replicas only (run.cpu_allocator)."""
+    assert harness.allocator_for("launcher", "shim", 8) == "bfc"
+    assert harness.allocator_for("launcher", "shim_nosum", 2) == "bfc"
+    assert harness.allocator_for("launcher", "shim", 1) == "malloc"
+    assert {harness.allocator_for("launcher", c, 8) for c in ("tf2", "raw", "keras", "legacy")} == {
         "malloc"}
-    assert harness.allocator_for("malloc", "shim") == "malloc"
+    assert harness.allocator_for("malloc", "shim", 8) == "malloc"
+    assert harness.allocator_for("bfc", "tf2", 1) == "bfc"
 
 
 def test_matrix_runs_each_contender_where_it_applies():

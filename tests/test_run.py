@@ -230,21 +230,28 @@ def test_script_runs_as_main_with_its_argv_and_directory(tmp_path, monkeypatch):
                                    str(tmp_path), True)
 
 
-@pytest.mark.parametrize("env, choice, expected", [
-    (None, None, ("bfc", "true")),          # The launcher's default.
-    ("false", None, ("malloc", "false")),   # A variable the user set is kept.
-    ("true", "malloc", ("malloc", "false")),  # The flag wins.
-    (None, "bfc", ("bfc", "true")),
+@pytest.mark.parametrize("env, choice, replicas, expected", [
+    (None, None, 8, ("bfc", "true")),        # The launcher's default on several replicas,
+    (None, None, 2, ("bfc", "true")),
+    (None, None, None, ("malloc", None)),    # and TensorFlow's own on one device.
+    (None, None, 1, ("malloc", None)),
+    ("false", None, 8, ("malloc", "false")),  # A variable the user set is kept.
+    ("true", None, None, ("bfc", "true")),
+    ("true", "malloc", 8, ("malloc", "false")),  # The flag wins.
+    (None, "bfc", None, ("bfc", "true")),
 ])
-def test_cpu_allocator_choice(monkeypatch, env, choice, expected):
+def test_cpu_allocator_choice(monkeypatch, env, choice, replicas, expected):
     if env is None:
         monkeypatch.delenv(run_lib._BFC_ENV, raising=False)
     else:
         monkeypatch.setenv(run_lib._BFC_ENV, env)
-    assert (run_lib.cpu_allocator(choice), os.environ[run_lib._BFC_ENV]) == expected
+    assert (run_lib.cpu_allocator(choice, replicas),
+            os.environ.get(run_lib._BFC_ENV)) == expected
 
 
-@pytest.mark.parametrize("flags, bfc", [([], True), (["--cpu_allocator=malloc"], False)])
+@pytest.mark.parametrize("flags, bfc", [
+    (["--cpu_replicas=2"], True), ([], False),
+    (["--cpu_replicas=2", "--cpu_allocator=malloc"], False), (["--cpu_allocator=bfc"], True)])
 def test_launched_script_runs_on_the_chosen_cpu_allocator(tmp_path, flags, bfc):
     """TensorFlow itself says which allocator it built (its BFC log line, made visible)."""
     script = tmp_path / "one_op.py"

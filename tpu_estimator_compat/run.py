@@ -55,9 +55,10 @@ def _parser() -> argparse.ArgumentParser:
              "user code and see the TF1 API in TF1 mode.")
     parser.add_argument(
         "--cpu_allocator", choices=_CPU_ALLOCATORS, default=None,
-        help="TensorFlow's host-memory allocator: 'bfc' (the default unless "
-             f"{_BFC_ENV} is set: pools memory, measured 1.4-1.8x faster on 8 CPU replicas, "
-             "bit-identical results) or 'malloc' (TensorFlow's own default).")
+        help="TensorFlow's host-memory allocator: 'bfc' (the default with --cpu_replicas of "
+             f"2 or more, unless {_BFC_ENV} is set: pools memory, measured 1.3-1.8x faster on "
+             "2 and 8 CPU replicas, bit-identical results) or 'malloc' (TensorFlow's own "
+             "default, and the launcher's on one device, where BFC only costs).")
     parser.add_argument(
         "--peer_timeout_secs", type=float, default=None, metavar="S",
         help="On a TF_CONFIG cluster, stop every task with an error once a peer task has "
@@ -86,22 +87,27 @@ def split_cpu(replicas: int) -> None:
         ) from e
 
 
-def cpu_allocator(choice: str | None) -> str:
+def cpu_allocator(choice: str | None, cpu_replicas: int | None = None) -> str:
     """Sets TensorFlow's CPU allocator for this process; returns 'bfc' or 'malloc'.
 
     TensorFlow reads `TF_CPU_ALLOCATOR_USE_BFC` when its first op creates the host devices, so
     this must run before that (importing TensorFlow is fine). Its pooling BFC allocator avoids
-    the page-fault churn of `malloc` on many CPU replicas (bench/RESULTS.md: the 8-replica CNN
-    trained 1.7-1.8x and ResNet 1.4-1.6x faster, for the shim and a hand-written loop alike,
-    with bit-identical parity tests and +1-12% peak RSS). The launcher owns its process, so it
-    turns it on unless told otherwise (`--cpu_allocator=malloc`) or the variable is already set.
-    Library users set the variable themselves, before TensorFlow runs its first op.
+    the page-fault churn of `malloc` when several CPU replicas run at once (bench/RESULTS.md:
+    8 replicas trained the CNN 1.7-1.8x and ResNet 1.4-1.6x faster, 2 replicas 1.26x and
+    1.48x, for the shim and a hand-written loop alike, with bit-identical parity tests). On
+    one CPU device it gains nothing and costs small models 6-15% (the overhead-bound MLPs)
+    and big ones memory (BERT-base peak RSS 1.2x). The launcher owns its process, so with
+    `--cpu_replicas` of 2 or more it turns BFC on, unless told otherwise
+    (`--cpu_allocator`) or the variable is already set; on one device it leaves
+    TensorFlow's default. Library users set the variable themselves, before TensorFlow runs
+    its first op.
     """
     if choice is not None:
         os.environ[_BFC_ENV] = "true" if choice == "bfc" else "false"
-    else:
+    elif (cpu_replicas or 1) > 1:
         os.environ.setdefault(_BFC_ENV, "true")
-    return "bfc" if os.environ[_BFC_ENV].strip().lower() in ("true", "1") else "malloc"
+    value = os.environ.get(_BFC_ENV, "false").strip().lower()
+    return "bfc" if value in ("true", "1") else "malloc"
 
 
 def legacy_numpy_printing() -> bool:
@@ -169,9 +175,9 @@ def run(args: argparse.Namespace) -> Any:
         raise FileNotFoundError(f"Script {args.script!r} not found (looked at {script}). Pass "
                                 "the path of a .py file: python -m tpu_estimator_compat.run "
                                 "path/to/script.py [flags].")
-    allocator = cpu_allocator(args.cpu_allocator)
+    allocator = cpu_allocator(args.cpu_allocator, args.cpu_replicas)
     logging.debug("TensorFlow's CPU allocator: %s (%s=%s).", allocator, _BFC_ENV,
-                  os.environ[_BFC_ENV])
+                  os.environ.get(_BFC_ENV))
     if args.cpu_replicas is not None:
         split_cpu(args.cpu_replicas)
     if args.peer_timeout_secs is not None:
