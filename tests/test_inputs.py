@@ -1,6 +1,7 @@
 """Tests for tpu_estimator_compat.inputs: batch plans, input_fn calls, distributed datasets."""
 import copy
 import statistics
+import threading
 import time
 import weakref
 
@@ -8,6 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import make_strategy
+
+import models
 
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec, inputs
 from tpu_estimator_compat.config import InputPipelineConfig
@@ -662,3 +665,59 @@ def test_input_fn_returning_computed_get_next_tensors_names_the_fix(tmp_path):
     with pytest.raises(ValueError, match=r"computed from `iterator.get_next\(\)`.*Return the "
                                          r"dataset itself"):
         est.train(input_fn, max_steps=2)
+
+
+# release_off_thread: an iterator is deleted on a thread of its own once its owners let go
+
+
+def _finalized_on(obj):
+    """A list that gets the name of the thread `obj` is deleted on."""
+    threads = []
+    weakref.finalize(obj, lambda: threads.append(threading.current_thread().name))
+    return threads
+
+
+def _wait_for(threads, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while not threads and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return threads
+
+
+def test_a_released_iterator_is_deleted_off_the_callers_thread_after_its_owner_lets_go():
+    """tf.data's autotune thread can hold an iterator's deletion for seconds; released, the
+    deletion waits until the caller's last reference is gone, then happens elsewhere."""
+    iterator = iter(tf.data.Dataset.range(8).prefetch(tf.data.AUTOTUNE))
+    next(iterator)
+    threads = _finalized_on(iterator)
+    inputs.release_off_thread(iterator)
+    time.sleep(0.1)
+    assert not threads  # Still ours: the release thread waits for us.
+    del iterator
+    assert _wait_for(threads) == ["iterator_release"]
+
+
+@pytest.mark.parametrize("call", ["train", "evaluate", "predict"])
+def test_estimator_calls_leave_their_iterators_to_the_release_thread(tmp_path, monkeypatch,
+                                                                     call):
+    made = []
+
+    def recorded(dataset):
+        iterator = original(dataset)
+        made.append(_finalized_on(iterator))
+        return iterator
+
+    original = inputs.iterate
+    monkeypatch.setattr(inputs, "iterate", recorded)
+    estimator = TPUEstimator(
+        model_fn=models.linear_full_model_fn, use_tpu=False, train_batch_size=16,
+        eval_batch_size=16, predict_batch_size=16,
+        config=RunConfig(model_dir=str(tmp_path), tpu_config=TPUConfig(iterations_per_loop=4)))
+    estimator.train(models.digits_input_fn(n=64, flat=True), steps=8)
+    if call == "evaluate":
+        estimator.evaluate(models.digits_input_fn(n=64, flat=True, repeat=False))
+    elif call == "predict":
+        assert len(list(estimator.predict(
+            models.digits_input_fn(n=64, flat=True, repeat=False)))) == 64
+    assert made
+    assert _wait_for(made[-1]) == ["iterator_release"]

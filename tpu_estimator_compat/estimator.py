@@ -325,9 +325,13 @@ class TPUEstimator:
         with self._summary_writers.flushing():
             session = self._inference_session(ModeKeys.EVAL, input_fn, checkpoint, on_tpu,
                                               hooks)
-            with self._peer_failures(session.runtime, "Evaluation"):
-                return inference.evaluate(session, model_dir=self._model_dir, steps=steps,
-                                          name=name, checkpoint=checkpoint)
+            try:
+                with self._peer_failures(session.runtime, "Evaluation"):
+                    return inference.evaluate(session, model_dir=self._model_dir, steps=steps,
+                                              name=name, checkpoint=checkpoint)
+            finally:
+                inputs_lib.release_off_thread(session.iterator)
+                session.iterator = None
 
     @eager_scope.eager_generator
     def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,
@@ -344,7 +348,11 @@ class TPUEstimator:
         with self._summary_writers.flushing():
             session = self._inference_session(ModeKeys.PREDICT, input_fn, checkpoint, on_tpu,
                                               hooks)
-            yield from inference.predict(session, predict_keys, yield_single_examples)
+            try:
+                yield from inference.predict(session, predict_keys, yield_single_examples)
+            finally:
+                inputs_lib.release_off_thread(session.iterator)
+                session.iterator = None
 
     # ------------------------------------------------------------------------------------
     # export

@@ -97,7 +97,10 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
             batch_axis=settings.batch_axis)
         iterator = inputs_lib.iterate(source.dataset)
 
-        def traced(hook_tensors: HookTensors = (),
+        # `traced` takes the iterator as an argument: a closure holding it would keep it
+        # alive past the call (the session's hooks reach `traced` through a cycle) and
+        # deleted wherever the garbage collector runs, not by `inputs.release_off_thread`.
+        def traced(iterator: Any, hook_tensors: HookTensors = (),
                    metrics_in_step: bool = False) -> tuple[loop_lib.InferenceLoop, Any]:
             key = (mode, plan, padded, on_tpu, source.spec_key, source.endless, hook_tensors,
                    metrics_in_step)
@@ -126,7 +129,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
             return loop, record
 
         init_plan = warm_start_lib.InitPlan()
-        inference, record = traced()
+        inference, record = traced(iterator)
         metrics_in_step = False
         host_metrics = None
         if record.metric_fn is not None:
@@ -141,7 +144,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
                              "evaluation step, over every replica's rows (%s)",
                              str(e).splitlines()[0])
                 metrics_in_step = True
-                inference, record = traced((), metrics_in_step=True)
+                inference, record = traced(iterator, (), metrics_in_step=True)
         saver_map = None
         if record.scaffold_fn is not None:
             with runtime.registry.in_collections():
@@ -169,7 +172,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
     def fetch_tensors(tensors: HookTensors) -> None:
         # Hooks fetch model_fn tensors (legacy's CPU path): a loop that returns them.
         with runtime.scope():
-            session.loop, _ = traced(tensors, metrics_in_step)
+            session.loop, _ = traced(session.iterator, tensors, metrics_in_step)
 
     # Legacy's CPU path ran evaluation and prediction hooks around every step (one
     # session.run per batch), where they could fetch any model_fn tensor.

@@ -34,9 +34,14 @@ a warning.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import dataclasses
 import inspect
+import queue
+import sys
+import threading
+import time
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
@@ -744,3 +749,60 @@ def device_dataset_without_autotune(original: Callable[..., Any]) -> Callable[..
         return original(*args, **kwargs).with_options(options)
 
     return without_autotune
+
+
+class _Releases:
+    """Drops iterators on a thread of their own, once nothing else holds them.
+
+    A tf.data iterator with autotuning (the default, on one device and wherever input_fn
+    asked for it) has a thread that sleeps between optimisations for a period doubling from
+    10 ms to 60 s and often misses the iterator's cancellation (see
+    `device_dataset_without_autotune`); the iterator's deletion joins it. Measured on one
+    device (TF 2.21 and 2.15 alike): deleting an iterator used for 6 s took 4.3-4.5 s in
+    about one run in four, and a 20,000-step MLP train() call ended 1.6 s after its last
+    loop. Deleted here, that wait overlaps what the caller does next; a process exits only
+    once the wait in progress is over (at exit, as it would have).
+    """
+
+    _WAIT_FOR_OWNERS_SECS = 10.0  # Then the last owner deletes it, wherever that is.
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def release(self, obj: Any) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="iterator_release",
+                                                daemon=True)
+                self._thread.start()
+                atexit.register(self._finish)
+        self._queue.put([obj])
+
+    def _run(self) -> None:
+        while True:
+            box = self._queue.get()
+            if box is None:
+                return
+            deadline = time.monotonic() + self._WAIT_FOR_OWNERS_SECS
+            # References: the box, `getrefcount`'s argument, and any owner still holding it.
+            while sys.getrefcount(box[0]) > 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            box.clear()
+
+    def _finish(self) -> None:
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join()
+
+
+_RELEASES = _Releases()
+
+
+def release_off_thread(iterator: Any) -> None:
+    """Deletes `iterator` on another thread once the caller's references to it are gone,
+    so a deletion that waits on tf.data's autotune thread (`_Releases`) does not hold up the
+    train/evaluate/predict call that used it. Drop every reference soon after calling."""
+    if iterator is not None:
+        _RELEASES.release(iterator)

@@ -138,6 +138,8 @@ class TrainSession:
         finally:
             for listener in listeners:
                 listener.close()
+            inputs_lib.release_off_thread(iterator)
+            iterator = None  # (Also what run_steps and fetch_tensors see.)
         progress.legacy_info("Loss for final step: %s.", driver.last_loss)
         return preemption.outcome_of(agreed)
 
