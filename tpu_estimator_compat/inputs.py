@@ -770,6 +770,7 @@ class _Releases:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._exiting = False
 
     def release(self, obj: Any) -> None:
         with self._lock:
@@ -787,11 +788,14 @@ class _Releases:
                 return
             deadline = time.monotonic() + self._WAIT_FOR_OWNERS_SECS
             # References: the box, `getrefcount`'s argument, and any owner still holding it.
-            while sys.getrefcount(box[0]) > 2 and time.monotonic() < deadline:
+            while (sys.getrefcount(box[0]) > 2 and time.monotonic() < deadline
+                   and not self._exiting):
                 time.sleep(0.01)
             box.clear()
 
     def _finish(self) -> None:
+        """At exit: waits for a deletion in progress, not for owners that remain."""
+        self._exiting = True
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join()
