@@ -181,30 +181,23 @@ def _feed_loops(tmp_path, *, use_tpu, loops, ipl, seconds, on_tpu=None, save=100
     return writer, events(str(tmp_path))
 
 
-def test_a_loop_of_per_step_rate_summaries_is_written_in_chunks_in_step_order(tmp_path):
-    """use_tpu=False with iterations_per_loop=100: legacy's rate rule fires every step. The
-    ~200 events a loop go through one traced function of `_CHUNK` writes, traced once for
-    every writer of the process; the rest wait (here: for close())."""
-    writer, found = _feed_loops(tmp_path / "a", use_tpu=False, loops=3, ipl=100, seconds=0.5)
+def test_a_loop_of_per_step_rate_summaries_is_one_compiled_write_in_step_order(tmp_path):
+    """use_tpu=False with iterations_per_loop=100: legacy's rate rule fires every step."""
+    writer, found = _feed_loops(tmp_path, use_tpu=False, loops=3, ipl=100, seconds=1.0)
     assert steps_of(found, "loss") == [1, 101, 201]
     assert steps_of(found, "global_step/sec") == list(range(2, 301))
     assert [step for step, _, _ in found] == sorted(step for step, _, _ in found)
-    assert len(found) == 3 + 2 * 299
-    chunk = summaries._chunk_writer(summaries._CHUNK)  # pylint: disable=protected-access
-    _, again = _feed_loops(tmp_path / "b", use_tpu=False, loops=3, ipl=100, seconds=0.5)
-    assert again == found  # (The rates are made up: 100 steps every 0.5 s.)
-    assert chunk.experimental_get_tracing_count() == 1
+    # One trace serves loops with different event counts (the first loop has one fewer).
+    assert summaries._events_writer().experimental_get_tracing_count() == 1  # pylint: disable=protected-access
 
 
 def test_short_loops_events_wait_to_be_written_together_at_most_a_second(tmp_path,
                                                                          monkeypatch):
     """use_tpu=False at iterations_per_loop=10: legacy's step rates fire every 10 steps, two
     events a loop, whose eager writes cost an overhead-bound MLP a third of its loop. They
-    are written a whole chunk at a time (`_CHUNK`, 16 here); the rest waits until the oldest
-    is a second old, or for close(). The file ends the same as when every loop writes its
-    own. A loop as long as that bound (a slow model) writes its own events at once, never a
-    whole loop late."""
-    monkeypatch.setattr(summaries, "_CHUNK", 16)
+    wait until more than 16 are pending or the oldest is a second old; close() writes the
+    rest. The file ends the same as when every loop writes its own. A loop as long as that
+    bound (a slow model) writes its own events at once, never a whole loop late."""
     rules = summaries.TrainSummaryRules.legacy(
         use_tpu=False, on_tpu=False, save_summary_steps=100, log_step_count_steps=100,
         iterations_per_loop=10, examples_per_step=64)
@@ -223,17 +216,15 @@ def test_short_loops_events_wait_to_be_written_together_at_most_a_second(tmp_pat
         return seen, events(str(directory))
 
     monkeypatch.setattr(summaries, "_PENDING_SECONDS_AT_MOST", 0.0)
-    each_loop, expected = feed(tmp_path / "each", 20)
+    each_loop, expected = feed(tmp_path / "each", 12)
     assert each_loop == sorted(set(each_loop)) and each_loop[0] > 0  # Every loop wrote.
     monkeypatch.setattr(summaries, "_PENDING_SECONDS_AT_MOST", 3600.0)
-    batched, found = feed(tmp_path / "batched", 20)
+    batched, found = feed(tmp_path / "batched", 12)
     assert found == expected
     first_write = next(i for i, count in enumerate(batched) if count)
-    assert batched[:first_write] == [0] * first_write
-    assert each_loop[first_write - 1] < 16 <= each_loop[first_write]
-    assert all(count % 16 == 0 for count in batched)  # Whole chunks only...
-    assert batched[-1] >= 32
-    assert batched[-1] < len(expected)  # ... the last ones waited for close().
+    assert batched[:first_write] == [0] * first_write and first_write >= 3
+    assert batched[first_write] == each_loop[first_write] > 16
+    assert batched[-1] < len(expected)  # The last ones waited for close().
     slow_loops, _ = feed(tmp_path / "slow", 3, seconds=3600.0)
     assert slow_loops[0] > 0 and slow_loops == sorted(set(slow_loops))  # Every loop wrote.
 
@@ -270,6 +261,17 @@ def test_loops_summaries_are_written_off_the_training_thread_and_errors_reach_cl
                        starts=np.arange(4))
     with pytest.raises(OSError, match="disk full"):
         failing.close()
+
+
+def test_every_model_dir_of_the_process_shares_one_trace_of_the_event_writes(tmp_path):
+    """Each train() builds a TrainSummaries; the traced writes take the writer as an
+    argument, so neither a second call nor another model_dir traces them again."""
+    _feed_loops(tmp_path / "a", use_tpu=False, loops=1, ipl=100, seconds=1.0)
+    _, again = _feed_loops(tmp_path / "a", use_tpu=False, loops=1, ipl=100, seconds=1.0)
+    _, other = _feed_loops(tmp_path / "b", use_tpu=False, loops=1, ipl=100, seconds=1.0)
+    assert summaries._events_writer().experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+    assert len(steps_of(again, "global_step/sec")) == 2 * 99
+    assert len(steps_of(other, "global_step/sec")) == 99
 
 
 @pytest.mark.parametrize("use_tpu, on_tpu, expected_loss, expected_rate", [

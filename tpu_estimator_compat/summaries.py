@@ -10,7 +10,6 @@ runs (`ModelFnWriters`: writers model_fn creates itself).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import math
@@ -400,49 +399,64 @@ class _StepTimer:
         return step - previous[0], now - previous[1]
 
 
-# Pending events are written in chunks of `_CHUNK` by one traced function of that many
-# writes in a row (`_chunk_writer`), shared by every writer of the process. Measured here
-# per event: ~5.5 us through the tf.while_loop writer this replaced, 5.1 us in chunks of 64,
-# 3.2 us of 128, 2.6 us of 256 (a call costs ~0.2 ms whatever its width); its trace grows
-# with the width (0.25 s at 128, once per process, on the summaries thread).
-_CHUNK = 128
-# What is left over (fewer than `_CHUNK`) waits for more, or until it must be written (see
-# `_PENDING_SECONDS_AT_MOST`): then in chunks of `_SMALL_CHUNK` (trace ~35 ms), and fewer
-# than that one eager op each (~0.15-0.25 ms apiece; a trace costs as much as several
-# hundred, and would land in a short train()'s time to first step).
-_SMALL_CHUNK = 16
+# Up to this many pending events are written one eager op each; more go through one traced
+# function (`_events_writer`), whose trace (~60 ms, once per writer per process) costs as
+# much as several hundred eager writes and would land in time to first step.
+_EAGER_WRITES_AT_MOST = 16
 # Events wait about this long at most before they are written: checked as each loop ends,
 # and a loop this long or longer writes its own events at once (the next check would be as
 # far away).
 _PENDING_SECONDS_AT_MOST = 1.0
-_CHUNK_WRITERS: dict[int, Any] = {}  # width: its traced writes
+# Writes per iteration of the traced writer's loop. A `tf.while_loop` iteration costs ~7 us
+# of executor work on this kind of CPU, more than the write it carried: 200 events took
+# 1.76 ms one per iteration, 0.90 ms sixteen per iteration (the rest in a one-write loop).
+_WRITES_PER_ITERATION = 16
+_EVENTS_WRITER: list[Any] = []  # The process's traced writes, once made.
 
 
-def _chunk_writer(width: int) -> Any:
-    """`write(writer, steps, protos)`: event i (`protos[i]` at `steps[i]`) for i < `width`,
-    in order, to the summary writer whose resource handle is `writer`.
+def _events_writer() -> Any:
+    """`write(writer, steps, protos)` writing event i (`protos[i]` at `steps[i]`) for every
+    i, in order, to the summary writer whose resource handle is `writer`, in one call. One
+    trace serves every writer of the process (~60 ms, made at the first call): traced per
+    model_dir, a process training many models paid it for each.
 
     With `use_tpu=False` and a long loop legacy's step-rate rule fires every step (see
     `TrainSummaryRules`): ~200 events per 100-step loop, which one eager `write_raw_pb`
-    each made ~0.14 ms apiece, doubling an MLP's loop time. Straight-line writes, each
-    waiting for the one before (the order events reach the file in): a loop around them
-    cost ~7 us of executor work per iteration, more than the write it carried.
+    each made ~0.14 ms apiece, doubling an MLP's loop time. Each write waits for the one
+    before it (a control edge within an iteration, the loop counter across iterations), so
+    the events reach the file in step order. (Straight-line functions of 128 writes cost
+    3.2 us an event against ~4.5 us here, but took 0.33 s to trace and first call, which
+    a 600-step MLP run measured as 55% of its throughput.)
     """
-    write = _CHUNK_WRITERS.get(width)
-    if write is not None:
-        return write
+    if _EVENTS_WRITER:
+        return _EVENTS_WRITER[0]
 
     def write_in_order(writer: tf.Tensor, steps: tf.Tensor, protos: tf.Tensor) -> None:
-        written: list[Any] = []
-        for step, proto in zip(tf.unstack(steps, num=width), tf.unstack(protos, num=width)):
-            with tf.control_dependencies(written):
-                written = [tf.raw_ops.WriteRawProtoSummary(writer=writer, step=step,
-                                                           tensor=proto)]
+        count = tf.shape(steps)[0]
 
-    write = _CHUNK_WRITERS[width] = _Concrete(tf.function(
+        def writes(i: tf.Tensor, width: int) -> tf.Tensor:
+            """Events i..i+width-1, one after the other; then i + width."""
+            pairs = zip(tf.unstack(steps[i:i + width], num=width),
+                        tf.unstack(protos[i:i + width], num=width))
+            written: list[Any] = []
+            for step, proto in pairs:
+                with tf.control_dependencies(written):
+                    written = [tf.raw_ops.WriteRawProtoSummary(writer=writer, step=step,
+                                                               tensor=proto)]
+            with tf.control_dependencies(written):
+                return i + width
+
+        done = tf.while_loop(lambda i: i + _WRITES_PER_ITERATION <= count,
+                             lambda i: writes(i, _WRITES_PER_ITERATION), [tf.constant(0)],
+                             parallel_iterations=1)[0]
+        tf.while_loop(lambda i: i < count, lambda i: writes(i, 1), [done],
+                      parallel_iterations=1)
+
+    write = _Concrete(tf.function(
         write_in_order, autograph=False,
-        input_signature=[tf.TensorSpec([], tf.resource), tf.TensorSpec([width], tf.int64),
-                         tf.TensorSpec([width], tf.string)]))
+        input_signature=[tf.TensorSpec([], tf.resource), tf.TensorSpec([None], tf.int64),
+                         tf.TensorSpec([None], tf.string)]))
+    _EVENTS_WRITER.append(write)
     return write
 
 
@@ -530,8 +544,10 @@ class TrainSummaries:
         # in line they cost an overhead-bound MLP ~0.06 ms of CPU per step (bench/RESULTS.md).
         self._background = (background_lib.InOrder(name="train_summaries")
                             if model_dir is not None else None)
-        # Events decided but not yet written: [(step, serialized Summary, when decided)].
-        self._pending: collections.deque[tuple[int, bytes, float]] = collections.deque()
+        # Events decided but not yet written: [(step, serialized Summary)], and when the
+        # oldest of them was decided (see `_write_pending`).
+        self._pending: list[tuple[int, bytes]] = []
+        self._pending_since = 0.0
 
     def after_loop(self, step: int, losses: Any, end_time: float, seconds: float, *,
                    starts: Any, summaries: Any = None) -> None:
@@ -568,49 +584,47 @@ class TrainSummaries:
             events += [(at, values, b"")
                        for at, values in self._rate_after_run(start, end, when)]
         events.sort(key=lambda event: event[0])  # Stable: at one step the loss comes first.
-        now = time.monotonic()
+        if not self._pending:
+            self._pending_since = time.monotonic()
         for at, values, extra in events:
             proto = extra + _serialized_scalars(values)
             if proto:
-                self._pending.append((at, proto, now))
-        self._write_pending(everything=seconds >= _PENDING_SECONDS_AT_MOST)
+                self._pending.append((at, proto))
+        if (len(self._pending) > _EAGER_WRITES_AT_MOST
+                or seconds >= _PENDING_SECONDS_AT_MOST
+                or time.monotonic() - self._pending_since >= _PENDING_SECONDS_AT_MOST):
+            self._write_pending()
 
-    def _write_pending(self, everything: bool = False) -> None:
-        """Writes the pending events in order: whole chunks now, the rest when it must.
+    def _write_pending(self) -> None:
+        """Writes the pending events, in order, in one call when there are many.
 
-        A 100-step loop of an overhead-bound MLP has ~200 events (`_chunk_writer`); a short
-        loop a few (with `use_tpu=False` at `iterations_per_loop=10`, legacy's step rates
-        fire every 10 steps), whose eager writes cost ~0.25 ms each, a third of an MLP's
-        10-step loop. So events are written `_CHUNK` at a time, and what is left waits for
-        more until the oldest has waited `_PENDING_SECONDS_AT_MOST`, or `everything` (a
-        loop that long, whose events would otherwise be a whole loop late, and close()).
-        Legacy's own writer held events up to 120 s before they reached the disk.
+        A short loop has a few events (with `use_tpu=False` at `iterations_per_loop=10`,
+        legacy's step rates fire every 10 steps): one eager write each cost ~0.25 ms, a
+        third of an overhead-bound MLP's 10-step loop. They are held until there are more
+        than `_EAGER_WRITES_AT_MOST` (then one call of the traced writer takes them all) or
+        the oldest has waited `_PENDING_SECONDS_AT_MOST`; a loop that long writes its own at
+        once, as before, so a slow model's events are never a whole loop late. Legacy's own
+        writer held events up to 120 s before they reached the disk.
         """
-        pending = self._pending
+        pending, self._pending = self._pending, []
         if not pending:
             return
-        everything = everything or (
-            time.monotonic() - pending[0][2] >= _PENDING_SECONDS_AT_MOST)
         with eager_scope.running_eagerly("TPUEstimator.train"):
-            handle = _tf_private.summary_writer_resource(self._writer)
-            for width in (_CHUNK, _SMALL_CHUNK) if everything else (_CHUNK,):
-                while len(pending) >= width:
-                    chunk = [pending.popleft() for _ in range(width)]
-                    _chunk_writer(width)(handle,
-                                         tf.constant([at for at, _, _ in chunk], tf.int64),
-                                         tf.constant([proto for _, proto, _ in chunk]))
-            if everything and pending:
-                with self._writer.as_default():  # A few: not worth a traced call.
-                    while pending:
-                        at, proto, _ = pending.popleft()
-                        tf.summary.experimental.write_raw_pb(proto, step=at)
+            if len(pending) > _EAGER_WRITES_AT_MOST:
+                _events_writer()(_tf_private.summary_writer_resource(self._writer),
+                                 tf.constant([at for at, _ in pending], tf.int64),
+                                 tf.constant([proto for _, proto in pending]))
+                return
+            with self._writer.as_default():  # A few events: not worth tracing the writer.
+                for at, proto in pending:
+                    tf.summary.experimental.write_raw_pb(proto, step=at)
 
     def close(self) -> None:
         """Writes what is queued and flushes; raises the first failed write's error."""
         if self._writer is None:
             return
         try:
-            self._background.submit(self._write_pending, True)
+            self._background.submit(self._write_pending)
             self._background.drain()
         finally:
             self._background.close()
