@@ -6,7 +6,8 @@ the user's input_fn once per input pipeline (host) through
 a `(features, labels)` tuple of tensors) into a dataset of per-replica batches, the legacy
 `params['context']` object, and the iterators over those datasets (`iterate`: built so that
 deleting one does not stall; `_tf_patches` swaps in the per-device pipeline builder made
-here while one is built). It knows nothing of model_fns, specs or the training loop.
+here while one is built; `release_off_thread`: deleted where a stall cannot hold up the
+call). It knows nothing of model_fns, specs or the training loop.
 
 The rules, for a global batch B, R replicas and H hosts (legacy `tpu_context.py`):
 
