@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         help="TensorFlow's host-memory allocator: 'bfc' (the default with --cpu_replicas of "
              f"2 or more, unless {_BFC_ENV} is set: pools memory, measured 1.3-1.8x faster on "
              "2 and 8 CPU replicas, bit-identical results) or 'malloc' (TensorFlow's own "
-             "default, and the launcher's on one device, where BFC only costs).")
+             "default, and the launcher's on one device, where BFC gains no speed).")
     parser.add_argument(
         "--peer_timeout_secs", type=float, default=None, metavar="S",
         help="On a TF_CONFIG cluster, stop every task with an error once a peer task has "
@@ -95,8 +95,9 @@ def cpu_allocator(choice: str | None, cpu_replicas: int | None = None) -> str:
     the page-fault churn of `malloc` when several CPU replicas run at once (bench/RESULTS.md:
     8 replicas trained the CNN 1.7-1.8x and ResNet 1.4-1.6x faster, 2 replicas 1.26x and
     1.48x, for the shim and a hand-written loop alike, with bit-identical parity tests). On
-    one CPU device it gains nothing and costs small models 6-15% (the overhead-bound MLPs)
-    and big ones memory (BERT-base peak RSS 1.2x). The launcher owns its process, so with
+    one CPU device it gains no speed and costs overhead-bound models 6-15% (the bench's
+    MLPs), while holding a big model's peak a little lower (BERT-base 4.21 against 4.30-4.50
+    GB). The launcher owns its process, so with
     `--cpu_replicas` of 2 or more it turns BFC on, unless told otherwise
     (`--cpu_allocator`) or the variable is already set; on one device it leaves
     TensorFlow's default. Library users set the variable themselves, before TensorFlow runs
