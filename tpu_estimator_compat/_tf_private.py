@@ -596,8 +596,8 @@ def v1_saver_class():
 
 
 # One traced function writes summary events to whichever writer it is handed (summaries.py,
-# `_chunk_writer`): tracing one per writer cost every model_dir its own trace (~0.25 s for a
-# 128-write function). The public writer only offers `as_default()`, which makes a function
+# `_events_writer`): tracing one per writer cost every model_dir its own trace (~60 ms).
+# The public writer only offers `as_default()`, which makes a function
 # capture that one writer; the raw write op takes the writer's resource handle, which is the
 # private `_resource` of TensorFlow's `_ResourceSummaryWriter` (summary_ops_v2.py).
 def summary_writer_resource(writer):

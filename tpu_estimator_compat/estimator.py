@@ -330,8 +330,7 @@ class TPUEstimator:
                     return inference.evaluate(session, model_dir=self._model_dir, steps=steps,
                                               name=name, checkpoint=checkpoint)
             finally:
-                inputs_lib.release_off_thread(session.iterator)
-                session.iterator = None
+                session.release_input()
 
     @eager_scope.eager_generator
     def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,
@@ -351,8 +350,7 @@ class TPUEstimator:
             try:
                 yield from inference.predict(session, predict_keys, yield_single_examples)
             finally:
-                inputs_lib.release_off_thread(session.iterator)
-                session.iterator = None
+                session.release_input()
 
     # ------------------------------------------------------------------------------------
     # export

@@ -53,6 +53,11 @@ class InferenceSession:
     # metric_fn is built in the step (one device off TPU, or it uses model_fn's objects).
     host_metrics: metrics_lib.HostMetrics | None = None
 
+    def release_input(self) -> None:
+        """Lets go of the iterator, deleted off this thread (`inputs.release_off_thread`)."""
+        inputs_lib.release_off_thread(self.iterator)
+        self.iterator = None
+
     def chunks(self, steps: int | None) -> Iterator[loop_lib.InferenceResult]:
         """Runs loops of up to iterations_per_loop steps until `steps` or end of input.
 
