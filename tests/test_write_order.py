@@ -118,3 +118,101 @@ def test_writes_elsewhere_are_untouched(monkeypatch, where):
     else:
         outer.get_concrete_function()
         assert _waits(inner.get_concrete_function().graph) == set()
+
+
+def _trace_scoped(variables: list[tf.Variable], slots: list[tf.Variable] | None = None,
+                  reads_previous: bool = False, uses_previous: bool = False) -> Any:
+    """Traces, per variable i under name scope `u<i>`, `v <- (v * 0.5 + 1) ** 2` (and its
+    slot `s <- s + v`, written after v as BERT writes m and v); `reads_previous`: the update
+    also reads the previous variable; `uses_previous`: it adds the previous update's value.
+    Returns the chained trace's graph."""
+
+    @tf.function(autograph=False)
+    def step() -> None:
+        with write_order.chained(tf.compat.v1.get_default_graph()):
+            previous_value, previous_var = None, None
+            for i, var in enumerate(variables):
+                with tf.name_scope(f"u{i}"):
+                    value = tf.square(var * 0.5 + 1.0)
+                    if reads_previous and previous_var is not None:
+                        value += tf.reduce_sum(previous_var)
+                    if uses_previous and previous_value is not None:
+                        value += tf.reduce_sum(previous_value)
+                    slot_value = value + 1.0  # Made before the writes, as BERT's next_m.
+                    var.assign(value)
+                    if slots:
+                        slots[i].assign(slot_value)
+                previous_value, previous_var = value, var
+
+    return step.get_concrete_function().graph
+
+
+def _scope_waits(graph: Any) -> set[tuple[str, str]]:
+    """(scope of the write, scope of the update waiting for it)."""
+    return {(write.split("/")[0], op.split("/")[0]) for write, op in _waits(graph)}
+
+
+def test_independent_updates_run_smallest_first(monkeypatch):
+    """The largest update comes last, when the fewest gradients are still alive."""
+    monkeypatch.setattr(write_order, "CHAINED_WRITE_ELEMENTS", 8)
+    graph = _trace_scoped(_variables([64, 16, 32]))
+    assert _scope_waits(graph) == {("u1", "u2"), ("u2", "u0")}
+
+
+def test_an_updates_slot_writes_move_with_it(monkeypatch):
+    """BERT's optimizer writes param, m, v: the next update waits for the last of them."""
+    monkeypatch.setattr(write_order, "CHAINED_WRITE_ELEMENTS", 8)
+    sizes = [64, 16, 32]
+    slots = [tf.Variable(tf.zeros([n])) for n in sizes]
+    graph = _trace_scoped(_variables(sizes), slots=slots)
+    assert _scope_waits(graph) == {("u1", "u2"), ("u2", "u0")}
+    for write, op in _waits(graph):  # The slot's write, made after the variable's.
+        assert write == f"{write.split('/')[0]}/AssignVariableOp_1", (write, op)
+
+
+@pytest.mark.parametrize("dependency", ["reads_previous", "uses_previous"])
+def test_dependent_updates_keep_the_order_they_were_made_in(monkeypatch, dependency):
+    """An update that reads another's variable or takes its value cannot move before it."""
+    monkeypatch.setattr(write_order, "CHAINED_WRITE_ELEMENTS", 8)
+    graph = _trace_scoped(_variables([64, 16, 32]), **{dependency: True})
+    assert _scope_waits(graph) == {("u0", "u1"), ("u1", "u2")}
+
+
+def test_reordered_updates_compute_the_same_values(monkeypatch):
+    monkeypatch.setattr(write_order, "CHAINED_WRITE_ELEMENTS", 8)
+    sizes = [64, 16, 32]
+    a, b = _variables(sizes), _variables(sizes)
+    slots_a, slots_b = ([tf.Variable(tf.zeros([n])) for n in sizes] for _ in range(2))
+
+    def update(variables: list[tf.Variable], slots: list[tf.Variable]) -> None:
+        for var, slot in zip(variables, slots):
+            value = tf.square(var * 0.5 + 1.0)
+            slot_value = value + slot
+            var.assign(value)
+            slot.assign(slot_value)
+
+    @tf.function(autograph=False)
+    def chained() -> None:
+        with write_order.chained(tf.compat.v1.get_default_graph()):
+            update(a, slots_a)
+
+    @tf.function(autograph=False)
+    def plain() -> None:
+        update(b, slots_b)
+
+    assert _waits(chained.get_concrete_function().graph)  # It was reordered...
+    for _ in range(3):
+        chained()
+        plain()
+    for x, y in zip(a + slots_a, b + slots_b):  # ...and computed the same.
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+def test_a_refused_reorder_leaves_slot_writes_unordered(monkeypatch):
+    """When updates depend on each other, the slot writes (made before their variable's
+    write) keep the order-made plan: no wait of an update on its own write."""
+    monkeypatch.setattr(write_order, "CHAINED_WRITE_ELEMENTS", 8)
+    sizes = [64, 16, 32]
+    graph = _trace_scoped(_variables(sizes), slots=[tf.Variable(tf.zeros([n])) for n in sizes],
+                          uses_previous=True)
+    assert _scope_waits(graph) == {("u0", "u1"), ("u1", "u2")}
