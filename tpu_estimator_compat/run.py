@@ -96,8 +96,8 @@ def cpu_allocator(choice: str | None, cpu_replicas: int | None = None) -> str:
     8 replicas trained the CNN 1.7-1.8x and ResNet 1.4-1.6x faster, 2 replicas 1.26x and
     1.48x, for the shim and a hand-written loop alike, with bit-identical parity tests). On
     one CPU device it gains no speed and costs overhead-bound models 6-15% (the bench's
-    MLPs), while holding a big model's peak a little lower (BERT-base 4.21 against 4.30-4.50
-    GB). The launcher owns its process, so with
+    MLPs), and holds a big model's peak about where malloc does (BERT-base 3.84 against
+    3.91-4.18 GB). The launcher owns its process, so with
     `--cpu_replicas` of 2 or more it turns BFC on, unless told otherwise
     (`--cpu_allocator`) or the variable is already set; on one device it leaves
     TensorFlow's default. Library users set the variable themselves, before TensorFlow runs
