@@ -3,6 +3,7 @@
 Every test trains for real and reads the checkpoints back with TensorFlow's own reader.
 """
 
+import contextlib
 import os
 import shutil
 
@@ -451,3 +452,33 @@ def test_model_fn_gets_static_per_replica_shapes_from_input_of_unknown_length(tm
     assert {(mode, tuple(f), tuple(l)) for mode, f, l in shapes} == {
         ("train", (per_replica, 64), (per_replica,)),
         ("eval", (per_replica, 64), (per_replica,))}
+
+
+def test_step_zero_checkpoint_written_while_compiling_equals_one_written_before(
+        tmp_path, strategy, monkeypatch):
+    """A fresh model_dir's step-0 checkpoint is written while the train function's graph is
+    prepared on another thread (`loop.compiling`): the same checkpoints as without it."""
+    from tpu_estimator_compat import loop as loop_lib
+
+    params = {"optimizer": "momentum", "learning_rate": 0.1}
+    input_fn = models.digits_input_fn(64, flat=True)
+    entered = []
+    compiling = loop_lib.compiling
+
+    def spy(*args, **kwargs):
+        entered.append(True)
+        return compiling(*args, **kwargs)
+
+    monkeypatch.setattr(loop_lib, "compiling", spy)
+    make_estimator(tmp_path / "overlapped", strategy, models.kitchen_sink_model_fn,
+                   params=params, ipl=2, tf_random_seed=3).train(input_fn, steps=4)
+    assert entered == [True]
+    monkeypatch.setattr(loop_lib, "compiling", lambda *args: contextlib.nullcontext())
+    make_estimator(tmp_path / "in_turn", strategy, models.kitchen_sink_model_fn,
+                   params=params, ipl=2, tf_random_seed=3).train(input_fn, steps=4)
+    for step in (0, 4):
+        a = checkpoint_values(str(tmp_path / "overlapped" / f"model.ckpt-{step}"))
+        b = checkpoint_values(str(tmp_path / "in_turn" / f"model.ckpt-{step}"))
+        assert sorted(a) == sorted(b)
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=f"{name} at {step}")

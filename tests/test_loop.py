@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -442,3 +443,53 @@ def test_model_fn_state_shared_between_replicas_is_named(tmp_path, strategy):
     with pytest.raises(loop_lib.ReplicaStructureError,
                        match=r"(?s)host_call tensors: 2 and 3.*once per replica.*local variables"):
         train()
+
+
+def test_compiling_prepares_the_loop_on_a_thread_without_a_step(strategy):
+    """While the body runs (the step-0 checkpoint), a zero-step call on a thread of its own
+    prepares the graph: no input read, no variable written, and the first real call takes
+    the input's first batch."""
+    loop, total, step = _train_loop(strategy, host_call=True)
+    threads: list[str] = []
+    original = loop._run_steps  # pylint: disable=protected-access
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(original, name)
+
+        def __call__(self, iterator, n=1):
+            threads.append((threading.current_thread().name, n))
+            return original(iterator, n)
+
+    loop._run_steps = Recording()  # pylint: disable=protected-access
+    with strategy.scope():
+        iterator = iter(_dataset(strategy, 64))
+        loop.trace(iterator)
+    with loop_lib.compiling(loop, iterator, strategy.scope):
+        pass
+    assert threads == [("train_compile", 0)]
+    assert int(step.numpy()) == 0 and float(total.numpy()) == 0.0
+    with strategy.scope():
+        first = loop(iterator, 2)
+    np.testing.assert_allclose(first.losses, [3.5, 11.5])  # Rows 0..15: nothing was taken.
+    assert first.global_step == 2
+
+
+def test_compiling_raises_the_threads_error_after_the_body_and_the_bodys_first():
+    strategy = tf.distribute.get_strategy()
+    loop, _, _ = _train_loop(strategy)
+    iterator = iter(_dataset(strategy, 64))
+    loop.trace(iterator)
+
+    def failing(iterator, n=1):
+        raise tf.errors.ResourceExhaustedError(None, None, "out of memory while compiling")
+
+    loop._run_steps = failing  # pylint: disable=protected-access
+    body_ran = []
+    with pytest.raises(tf.errors.ResourceExhaustedError, match="while compiling"):
+        with loop_lib.compiling(loop, iterator, strategy.scope):
+            body_ran.append(True)
+    assert body_ran == [True]
+    with pytest.raises(OSError, match="disk full"):
+        with loop_lib.compiling(loop, iterator, strategy.scope):
+            raise OSError("disk full")

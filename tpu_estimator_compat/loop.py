@@ -20,10 +20,12 @@ pieces (`Dispatch`, `FixedBatches`), is `inference_loop.py`'s.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 import time
 import weakref
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +33,7 @@ from absl import logging
 
 from tpu_estimator_compat import _tf_private
 from tpu_estimator_compat import cluster as cluster_lib
+from tpu_estimator_compat import eager_scope
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import progress
 
@@ -369,6 +372,46 @@ class TrainLoop:
         return LoopResult(int(steps), losses.numpy(), per_step, step if step >= 0 else None,
                           fetched, starts if len(starts) and starts[0] >= 0 else None,
                           summaries)
+
+
+@contextlib.contextmanager
+def compiling(train_loop: TrainLoop, iterator: Any,
+              scope: Callable[[], Any]) -> Iterator[None]:
+    """Inside: TensorFlow prepares `train_loop`'s graph for running, on a thread of its own.
+
+    A compiled function's first call optimises its graph (Grappler) before the first step:
+    on BERT-base ~5 s on one replica and ~30 s on 8 (bench/RESULTS.md). A fresh model_dir's
+    step-0 checkpoint, which legacy wrote before the first step too, takes seconds of its
+    own (BERT-base: 1.3 GB). Neither needs the other, so they overlap: a call of zero steps
+    runs on this thread while the body (the checkpoint) runs, reading no input and writing
+    no variable, and leaves the optimised graph for the first real call. The step-0 values
+    saved are the ones training starts from, as before. The thread's error, if any, is
+    raised once the body has finished; an error of the body wins.
+
+    Args:
+        train_loop: The traced loop, not called yet.
+        iterator: The iterator it was traced for.
+        scope: Enters what every call of it runs under (`runtime.RuntimeScope`).
+    """
+    errors: list[BaseException] = []
+
+    def compile_graph() -> None:
+        try:
+            # Eagerly, as train() runs: a thread starts in the process-wide mode, which a
+            # TF1 script's disable_eager_execution() made graph mode.
+            with eager_scope.running_eagerly("TPUEstimator.train"), scope():
+                train_loop(iterator, 0)
+        except BaseException as e:  # pylint: disable=broad-except  # Raised below.
+            errors.append(e)
+
+    thread = threading.Thread(target=compile_graph, name="train_compile", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 class Dispatch:

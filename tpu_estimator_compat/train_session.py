@@ -87,7 +87,13 @@ class TrainSession:
                 target = int(runtime.global_step.numpy()) + steps
         step = int(runtime.global_step.numpy())
         policy = self._save_policy(hook_runner, saving_listeners, record.saver)
-        policy.begin(step)
+        ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)
+        if policy.enabled and not ps and not cluster_lib.is_multi_client(runtime.strategy):
+            # The step-0 checkpoint is written while the train function's graph is optimised.
+            with loop_lib.compiling(train_loop, iterator, runtime.scope):
+                policy.begin(step)
+        else:
+            policy.begin(step)
         hook_runner.begin(step)
         if target is not None:
             target = hook_runner.limit_target(target)
@@ -96,7 +102,6 @@ class TrainSession:
                      self._train_reporting(record, chief)]
         agreed = preemption.agreed_listeners(runtime.strategy, listeners, signals)
         steps_per_loop = self._steps_per_loop(hook_runner)
-        ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)
 
         def run_steps(n: int) -> loop_lib.LoopResult:
             if ps:  # n steps as closures of up to steps_per_loop steps on the workers.
