@@ -465,7 +465,7 @@ def test_compiling_prepares_the_loop_on_a_thread_without_a_step(strategy):
     with strategy.scope():
         iterator = iter(_dataset(strategy, 64))
         loop.trace(iterator)
-    with loop_lib.compiling(loop, iterator, strategy.scope):
+    with loop_lib.compiling(loop, iterator):
         pass
     assert threads == [("train_compile", 0)]
     assert int(step.numpy()) == 0 and float(total.numpy()) == 0.0
@@ -481,15 +481,29 @@ def test_compiling_raises_the_threads_error_after_the_body_and_the_bodys_first()
     iterator = iter(_dataset(strategy, 64))
     loop.trace(iterator)
 
-    def failing(iterator, n=1):
-        raise tf.errors.ResourceExhaustedError(None, None, "out of memory while compiling")
+    original = loop._run_steps  # pylint: disable=protected-access
 
-    loop._run_steps = failing  # pylint: disable=protected-access
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(original, name)
+
+        def __call__(self, iterator, n=1):
+            raise tf.errors.ResourceExhaustedError(None, None, "out of memory while compiling")
+
+    loop._run_steps = Failing()  # pylint: disable=protected-access
     body_ran = []
     with pytest.raises(tf.errors.ResourceExhaustedError, match="while compiling"):
-        with loop_lib.compiling(loop, iterator, strategy.scope):
+        with loop_lib.compiling(loop, iterator):
             body_ran.append(True)
     assert body_ran == [True]
     with pytest.raises(OSError, match="disk full"):
-        with loop_lib.compiling(loop, iterator, strategy.scope):
+        with loop_lib.compiling(loop, iterator):
             raise OSError("disk full")
+
+
+def test_compiling_refuses_a_loop_that_would_trace():
+    strategy = tf.distribute.get_strategy()
+    loop, _, _ = _train_loop(strategy)
+    with pytest.raises(ValueError, match="traced for `iterator`"):
+        with loop_lib.compiling(loop, iter(_dataset(strategy, 64))):
+            pass

@@ -355,6 +355,10 @@ class TrainLoop:
         """Traces the step (creating its variables) without running it."""
         self._run_steps.concrete(iterator)
 
+    def traced_for(self, iterator: Any) -> bool:
+        """Whether a call with `iterator` would run without tracing."""
+        return self._run_steps.traced_for(iterator)
+
     @property
     def function(self) -> Any:
         """The compiled `fn(iterator, n)`, for callers that dispatch it themselves (a
@@ -375,8 +379,7 @@ class TrainLoop:
 
 
 @contextlib.contextmanager
-def compiling(train_loop: TrainLoop, iterator: Any,
-              scope: Callable[[], Any]) -> Iterator[None]:
+def compiling(train_loop: TrainLoop, iterator: Any) -> Iterator[None]:
     """Inside: TensorFlow prepares `train_loop`'s graph for running, on a thread of its own.
 
     A compiled function's first call optimises its graph (Grappler) before the first step:
@@ -388,18 +391,25 @@ def compiling(train_loop: TrainLoop, iterator: Any,
     saved are the ones training starts from, as before. The thread's error, if any, is
     raised once the body has finished; an error of the body wins.
 
+    The call enters none of the scopes a trace needs (`runtime.RuntimeScope`): it traces
+    nothing (`train_loop` was traced for `iterator`), and some of them are process-wide
+    switches, not per thread (the strategy's v1 loss scaling is switched off by whichever
+    thread leaves it, under a caller still inside it).
+
     Args:
-        train_loop: The traced loop, not called yet.
+        train_loop: The loop, traced for `iterator` and not called yet.
         iterator: The iterator it was traced for.
-        scope: Enters what every call of it runs under (`runtime.RuntimeScope`).
     """
+    if not train_loop.traced_for(iterator):
+        raise ValueError("loop.compiling(train_loop=...) needs a loop traced for `iterator` "
+                         "(TrainLoop.trace(iterator)); it received one that would trace.")
     errors: list[BaseException] = []
 
     def compile_graph() -> None:
         try:
             # Eagerly, as train() runs: a thread starts in the process-wide mode, which a
             # TF1 script's disable_eager_execution() made graph mode.
-            with eager_scope.running_eagerly("TPUEstimator.train"), scope():
+            with eager_scope.running_eagerly("TPUEstimator.train"):
                 train_loop(iterator, 0)
         except BaseException as e:  # pylint: disable=broad-except  # Raised below.
             errors.append(e)

@@ -90,7 +90,7 @@ class TrainSession:
         ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)
         if policy.enabled and not ps and not cluster_lib.is_multi_client(runtime.strategy):
             # The step-0 checkpoint is written while the train function's graph is optimised.
-            with loop_lib.compiling(train_loop, iterator, runtime.scope):
+            with loop_lib.compiling(train_loop, iterator):
                 policy.begin(step)
         else:
             policy.begin(step)
