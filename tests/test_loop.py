@@ -458,8 +458,16 @@ def test_compiling_prepares_the_loop_on_a_thread_without_a_step(strategy):
             return getattr(original, name)
 
         def __call__(self, iterator, n=1):
-            threads.append((threading.current_thread().name, n))
             return original(iterator, n)
+
+        def prepared(self, iterator, n=1):
+            run = original.prepared(iterator, n)
+
+            def recorded():
+                threads.append((threading.current_thread().name, n))
+                return run()
+
+            return recorded
 
     loop._run_steps = Recording()  # pylint: disable=protected-access
     with strategy.scope():
@@ -487,8 +495,12 @@ def test_compiling_raises_the_threads_error_after_the_body_and_the_bodys_first()
         def __getattr__(self, name):
             return getattr(original, name)
 
-        def __call__(self, iterator, n=1):
-            raise tf.errors.ResourceExhaustedError(None, None, "out of memory while compiling")
+        def prepared(self, iterator, n=1):
+            def run():
+                raise tf.errors.ResourceExhaustedError(None, None,
+                                                       "out of memory while compiling")
+
+            return run
 
     loop._run_steps = Failing()  # pylint: disable=protected-access
     body_ran = []
@@ -500,10 +512,3 @@ def test_compiling_raises_the_threads_error_after_the_body_and_the_bodys_first()
         with loop_lib.compiling(loop, iterator):
             raise OSError("disk full")
 
-
-def test_compiling_refuses_a_loop_that_would_trace():
-    strategy = tf.distribute.get_strategy()
-    loop, _, _ = _train_loop(strategy)
-    with pytest.raises(ValueError, match="traced for `iterator`"):
-        with loop_lib.compiling(loop, iter(_dataset(strategy, 64))):
-            pass

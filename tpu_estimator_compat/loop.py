@@ -355,9 +355,9 @@ class TrainLoop:
         """Traces the step (creating its variables) without running it."""
         self._run_steps.concrete(iterator)
 
-    def traced_for(self, iterator: Any) -> bool:
-        """Whether a call with `iterator` would run without tracing."""
-        return self._run_steps.traced_for(iterator)
+    def prepared(self, iterator: Any, n: int) -> Callable[[], Any]:
+        """A call of `n` steps, its function found now; it returns the raw outputs."""
+        return self._run_steps.prepared(iterator, n)
 
     @property
     def function(self) -> Any:
@@ -391,18 +391,17 @@ def compiling(train_loop: TrainLoop, iterator: Any) -> Iterator[None]:
     saved are the ones training starts from, as before. The thread's error, if any, is
     raised once the body has finished; an error of the body wins.
 
-    The call enters none of the scopes a trace needs (`runtime.RuntimeScope`): it traces
-    nothing (`train_loop` was traced for `iterator`), and some of them are process-wide
-    switches, not per thread (the strategy's v1 loss scaling is switched off by whichever
-    thread leaves it, under a caller still inside it).
+    The concrete function is looked up here, in the caller's context (where the loop was
+    traced), and the thread only executes it. Neither enters `runtime.RuntimeScope` again:
+    the strategy's v1 loss scaling is a process-wide switch that whoever leaves a scope
+    turns off, under a train() still inside its own (a retrace for hooks would then build
+    an unscaled loss on several replicas).
 
     Args:
-        train_loop: The loop, traced for `iterator` and not called yet.
-        iterator: The iterator it was traced for.
+        train_loop: The traced loop, not called yet.
+        iterator: The iterator it is called with.
     """
-    if not train_loop.traced_for(iterator):
-        raise ValueError("loop.compiling(train_loop=...) needs a loop traced for `iterator` "
-                         "(TrainLoop.trace(iterator)); it received one that would trace.")
+    run = train_loop.prepared(iterator, 0)
     errors: list[BaseException] = []
 
     def compile_graph() -> None:
@@ -410,7 +409,7 @@ def compiling(train_loop: TrainLoop, iterator: Any) -> Iterator[None]:
             # Eagerly, as train() runs: a thread starts in the process-wide mode, which a
             # TF1 script's disable_eager_execution() made graph mode.
             with eager_scope.running_eagerly("TPUEstimator.train"):
-                train_loop(iterator, 0)
+                run()
         except BaseException as e:  # pylint: disable=broad-except  # Raised below.
             errors.append(e)
 
@@ -464,13 +463,23 @@ class Dispatch:
         return self._concrete
 
     def __call__(self, iterator: Any, n: int = 1) -> Any:
+        concrete, flat = self._lookup(iterator, n)
+        return _tf_private.call_flat(concrete, flat)
+
+    def prepared(self, iterator: Any, n: int = 1) -> Callable[[], Any]:
+        """`lambda: self(iterator, n)`, with the function and its inputs found now: the
+        call itself then needs none of the scopes a lookup (or trace) is keyed by."""
+        concrete, flat = self._lookup(iterator, n)
+        return lambda: _tf_private.call_flat(concrete, flat)
+
+    def _lookup(self, iterator: Any, n: int) -> tuple[Any, list[tf.Tensor]]:
         concrete = self.concrete(iterator)
         n = n if self._counted else 1
         flat = self._flat.get(n)
         if flat is None:
             args = (iterator, tf.constant(n, tf.int32)) if self._counted else (iterator,)
             flat = self._flat[n] = _tf_private.flat_inputs(concrete, args)
-        return _tf_private.call_flat(concrete, flat)
+        return concrete, flat
 
 
 COUNT_SPEC = tf.TensorSpec([], tf.int32)
