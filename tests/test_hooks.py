@@ -440,3 +440,41 @@ def test_summary_saver_and_step_counter_hooks_run_on_the_cpu_path(tmp_path):
                             (6, "summary", tags)]
     assert _events(out + "/counter") == [(3, "summary", ["global_step/sec"]),
                                          (5, "summary", ["global_step/sec"])]
+
+
+class LateFetchHook(v1.train.SessionRunHook):
+    """Asks for a model_fn tensor from its `first`-th run on: the loop is traced again then."""
+
+    def __init__(self, first):
+        self.first, self.runs, self.losses = first, 0, []
+
+    def before_run(self, run_context):
+        self.runs += 1
+        return v1.train.SessionRunArgs(
+            "sparse_softmax_cross_entropy_loss/value:0" if self.runs >= self.first else None)
+
+    def after_run(self, run_context, run_values):
+        if run_values.results is not None:
+            self.losses.append(float(run_values.results))
+
+
+@pytest.mark.parametrize("cross_shard", [False, True])
+def test_a_retrace_after_loops_ran_keeps_the_replica_loss_scaling(tmp_path, cross_shard):
+    """v1 optimizers average over replicas only under the strategy's loss scaling, a
+    process-wide switch: a loop traced again after loops ran (a hook asking for a tensor
+    late) must train as one traced at the start, on 8 replicas."""
+    import conftest
+
+    strategy = conftest.make_strategy("mirrored8")
+    weights = {}
+    for first in (1, 3):
+        hook = LateFetchHook(first)
+        config = RunConfig(model_dir=str(tmp_path / f"first{first}"),
+                           train_distribute=strategy, tf_random_seed=1,
+                           tpu_config=TPUConfig(iterations_per_loop=2))
+        est = TPUEstimator(model_fn=models.linear_model_fn, config=config, use_tpu=False,
+                           train_batch_size=64, params={"cross_shard": cross_shard})
+        est.train(models.digits_input_fn(256, flat=True), steps=6, hooks=[hook])
+        weights[first] = est.get_variable_value("w")
+        assert len(hook.losses) == 7 - first
+    np.testing.assert_allclose(weights[3], weights[1], rtol=1e-5, atol=1e-6)

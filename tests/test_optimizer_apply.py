@@ -278,3 +278,31 @@ def test_custom_optimizer_update_equals_a_merge_call_per_write(tmp_path, monkeyp
     assert our_calls == (their_calls // 8 if extra is None else their_calls)
     if extra == "summed":
         assert float(ours["summed_count"]) == 8 * 6
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_runtime_scope_left_inside_another_keeps_the_loss_scaling(nested):
+    """v1 optimizers average over replicas inside `RuntimeScope`; leaving one entered inside
+    another (a loop call or a compile step within train()) must not switch that off for the
+    outer one (TF's own context manager set the flag False on exit)."""
+    from tpu_estimator_compat import runtime as runtime_lib
+
+    strategy = make_strategy("mirrored8")
+    runtime = runtime_lib.new_runtime(strategy)
+    with strategy.scope():
+        var = tf.Variable(1.0)
+
+    @tf.function(autograph=False)
+    def gradient() -> tf.Tensor:
+        def replica() -> tf.Tensor:
+            opt = tf.compat.v1.train.GradientDescentOptimizer(1.0)
+            return opt.compute_gradients(var * 1.0, [var])[0][0]
+
+        return strategy.experimental_local_results(strategy.run(replica))[0]
+
+    with runtime.scope():
+        if nested:
+            with runtime.scope():
+                pass
+        value = float(gradient())
+    assert value == pytest.approx(1.0 / 8)

@@ -328,9 +328,23 @@ def checkpoint_saver_hook_settings(hook):
 
 # v1 optimizers under a strategy average the loss over replicas, as Estimator did, only
 # inside this strategy context manager; it has no public name.
+@_contextlib.contextmanager
 def estimator_loss_scaling(strategy):
-    """The strategy's `_scale_loss_for_estimator_enabled()` context."""
-    return strategy._scale_loss_for_estimator_enabled()  # pylint: disable=protected-access
+    """Inside: `strategy` scales v1-optimizer losses (its previous setting after).
+
+    What the strategy's `_scale_loss_for_estimator_enabled()` does, except on leaving: TF's
+    sets the flag False there, not back to what it was, so a `RuntimeScope` entered inside
+    another (train() holds one; a loop call or a compile step enters its own) left the
+    outer one without scaling, and a loop traced after it on several replicas summed the
+    replicas' gradients instead of averaging them. The flag is a private field
+    (tensorflow/python/distribute/distribute_lib.py, StrategyExtendedV1).
+    """
+    previous = getattr(strategy, "_scale_loss_for_estimator", False)
+    strategy._scale_loss_for_estimator = True  # pylint: disable=protected-access
+    try:
+        yield
+    finally:
+        strategy._scale_loss_for_estimator = previous  # pylint: disable=protected-access
 
 
 # Legacy's built-in hooks are re-expressed on the host (hooks.py); their settings and
