@@ -337,14 +337,10 @@ def estimator_loss_scaling(strategy):
     another (train() holds one; a loop call or a compile step enters its own) left the
     outer one without scaling, and a loop traced after it on several replicas summed the
     replicas' gradients instead of averaging them. The flag is a private field
-    (tensorflow/python/distribute/distribute_lib.py, StrategyExtendedV1).
+    (tensorflow/python/distribute/distribute_lib.py, StrategyBase).
     """
-    previous = getattr(strategy, "_scale_loss_for_estimator", False)
-    strategy._scale_loss_for_estimator = True  # pylint: disable=protected-access
-    try:
+    with _loss_scaling_set(strategy, True):
         yield
-    finally:
-        strategy._scale_loss_for_estimator = previous  # pylint: disable=protected-access
 
 
 # Legacy's built-in hooks are re-expressed on the host (hooks.py); their settings and
@@ -398,8 +394,14 @@ def cross_shard_reduction(optimizer):
 @_contextlib.contextmanager
 def estimator_loss_scaling_off(strategy):
     """Inside: `strategy` does not scale v1-optimizer losses (its previous setting after)."""
+    with _loss_scaling_set(strategy, False):
+        yield
+
+
+@_contextlib.contextmanager
+def _loss_scaling_set(strategy, on):
     previous = getattr(strategy, "_scale_loss_for_estimator", False)
-    strategy._scale_loss_for_estimator = False  # pylint: disable=protected-access
+    strategy._scale_loss_for_estimator = on  # pylint: disable=protected-access
     try:
         yield
     finally:
