@@ -334,8 +334,8 @@ def estimator_loss_scaling(strategy):
 
     What the strategy's `_scale_loss_for_estimator_enabled()` does, except on leaving: TF's
     sets the flag False there, not back to what it was, so a `RuntimeScope` entered inside
-    another (train() holds one; a loop call or a compile step enters its own) left the
-    outer one without scaling, and a loop traced after it on several replicas summed the
+    another (train() holds one; each loop call enters its own) left the outer one without
+    scaling, and a loop traced in it afterwards on several replicas would have summed the
     replicas' gradients instead of averaging them. The flag is a private field
     (tensorflow/python/distribute/distribute_lib.py, StrategyBase).
     """

@@ -392,10 +392,9 @@ def compiling(train_loop: TrainLoop, iterator: Any) -> Iterator[None]:
     raised once the body has finished; an error of the body wins.
 
     The concrete function is looked up here, in the caller's context (where the loop was
-    traced), and the thread only executes it. Neither enters `runtime.RuntimeScope` again:
-    the strategy's v1 loss scaling is a process-wide switch that whoever leaves a scope
-    turns off, under a train() still inside its own (a retrace for hooks would then build
-    an unscaled loss on several replicas).
+    traced: the lookup is keyed by it), and the thread only executes it, so it enters none
+    of `runtime.RuntimeScope`'s parts, some of which are process-wide, not per thread (the
+    strategy's v1 loss scaling, `optimizer_apply`'s switch).
 
     Args:
         train_loop: The traced loop, not called yet.

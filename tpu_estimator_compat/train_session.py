@@ -10,6 +10,7 @@ policy (`save_policy.py`), the stop signals and the legacy training summaries an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any, Callable, Sequence
@@ -88,11 +89,11 @@ class TrainSession:
         step = int(runtime.global_step.numpy())
         policy = self._save_policy(hook_runner, saving_listeners, record.saver)
         ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)
-        if policy.enabled and not ps and not cluster_lib.is_multi_client(runtime.strategy):
-            # The step-0 checkpoint is written while the train function's graph is optimised.
-            with loop_lib.compiling(train_loop, iterator):
-                policy.begin(step)
-        else:
+        # The step-0 checkpoint is written while the train function's graph is optimised.
+        overlap = (policy.enabled and not ps
+                   and not cluster_lib.is_multi_client(runtime.strategy))
+        with (loop_lib.compiling(train_loop, iterator) if overlap
+              else contextlib.nullcontext()):
             policy.begin(step)
         hook_runner.begin(step)
         if target is not None:

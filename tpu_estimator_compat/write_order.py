@@ -75,28 +75,20 @@ class _Chain:
         self.graph = graph
         self.writes: list[_Write] = []
         self.mark = -1  # Creation index of the previous write (of any variable).
-        self._pending: tuple[set[Any] | None, list[Any] | None] = (None, None)
-
-    def before_write(self, value: Any) -> None:
-        """Finds the ops newly made for `value` (the update the write ends)."""
-        self._pending = _window(value, self.mark) if _is_large(value) else (None, None)
 
     def after_write(self, op: Any, value: Any) -> None:
+        """Records the write `op` of `value` with the ops newly made for it (its update: no
+        op made with or after the write can be an input of `value`)."""
         if _is_large(value):
-            window, entries = self._pending
+            window, entries = _window(value, self.mark)
             self.writes.append(_Write(op, value, tf.TensorShape(value.shape).num_elements(),
                                       self.mark, window, entries))
         self.mark = _tf_private.op_creation_index(op)
-        self._pending = (None, None)
 
     def finish(self) -> None:
         """Adds the waits: each update's entry ops start after the previous update's last
-        large write."""
-        units = _by_size(self.writes)
-        if units is None:  # In the order made; the first write has nothing to wait for.
-            units = [[write] for write in self.writes]
-            if units:
-                units[0][0].entries = []
+        large write (the first update waits for nothing)."""
+        units = _by_size(self.writes) or [[write] for write in self.writes]
         previous = None
         for unit in units:
             if previous is not None:
@@ -244,7 +236,6 @@ def patched_write(original: Callable[..., Any]) -> Callable[..., Any]:
         if (chain is None or tf.executing_eagerly()
                 or tf.compat.v1.get_default_graph() is not chain.graph):
             return original(resource, value, *args, **kwargs)
-        chain.before_write(value)
         op = original(resource, value, *args, **kwargs)
         chain.after_write(op, value)
         return op
