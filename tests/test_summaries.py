@@ -181,23 +181,27 @@ def _feed_loops(tmp_path, *, use_tpu, loops, ipl, seconds, on_tpu=None, save=100
     return writer, events(str(tmp_path))
 
 
-def test_a_loop_of_per_step_rate_summaries_is_one_compiled_write_in_step_order(tmp_path):
-    """use_tpu=False with iterations_per_loop=100: legacy's rate rule fires every step."""
-    writer, found = _feed_loops(tmp_path, use_tpu=False, loops=3, ipl=100, seconds=1.0)
+def test_a_loop_of_per_step_rate_summaries_is_written_in_step_order_at_step_times(tmp_path):
+    """use_tpu=False with iterations_per_loop=100: legacy's rate rule fires every step, and
+    each event carries the time its step ended (interpolated over the loop), as legacy's
+    per-step add_summary did."""
+    _, found = _feed_loops(tmp_path, use_tpu=False, loops=3, ipl=100, seconds=1.0)
     assert steps_of(found, "loss") == [1, 101, 201]
     assert steps_of(found, "global_step/sec") == list(range(2, 301))
     assert [step for step, _, _ in found] == sorted(step for step, _, _ in found)
-    # One trace serves loops with different event counts (the first loop has one fewer).
-    assert summaries._events_writer().experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+    [path] = glob.glob(os.path.join(str(tmp_path), "events.out.tfevents.*"))
+    times = {(event.step, value.tag): event.wall_time
+             for event in v1.train.summary_iterator(path) for value in event.summary.value}
+    # Loop 2 ends at 2.0 s after 1.0 s: its k-th step (global step 100 + k + 1) at 1 + k/100.
+    assert times[(150, "global_step/sec")] == pytest.approx(1.5)
+    assert times[(150, "examples/sec")] == pytest.approx(1.5)
+    assert times[(101, "loss")] == pytest.approx(1.01)
 
 
-def test_short_loops_events_wait_to_be_written_together_at_most_a_second(tmp_path,
-                                                                         monkeypatch):
-    """use_tpu=False at iterations_per_loop=10: legacy's step rates fire every 10 steps, two
-    events a loop, whose eager writes cost an overhead-bound MLP a third of its loop. They
-    wait until more than 16 are pending or the oldest is a second old; close() writes the
-    rest. The file ends the same as when every loop writes its own. A loop as long as that
-    bound (a slow model) writes its own events at once, never a whole loop late."""
+def test_events_reach_the_disk_each_loop_when_asked_and_at_close(tmp_path, monkeypatch):
+    """Events wait in the events file's buffer until a loop ends `_FLUSH_SECONDS` after the
+    last flush (a loop that long flushes its own); close() flushes the rest. Flushed each
+    loop or only at close, the file ends the same."""
     rules = summaries.TrainSummaryRules.legacy(
         use_tpu=False, on_tpu=False, save_summary_steps=100, log_step_count_steps=100,
         iterations_per_loop=10, examples_per_step=64)
@@ -210,23 +214,19 @@ def test_short_loops_events_wait_to_be_written_together_at_most_a_second(tmp_pat
                               end_time=seconds * (loop + 1), seconds=seconds,
                               starts=np.arange(10 * loop, 10 * (loop + 1)))
             writer._background.drain()  # pylint: disable=protected-access
-            writer._writer.flush()  # pylint: disable=protected-access
             seen.append(len(events(str(directory))))
         writer.close()
         return seen, events(str(directory))
 
-    monkeypatch.setattr(summaries, "_PENDING_SECONDS_AT_MOST", 0.0)
+    monkeypatch.setattr(summaries, "_FLUSH_SECONDS", 0.0)
     each_loop, expected = feed(tmp_path / "each", 12)
-    assert each_loop == sorted(set(each_loop)) and each_loop[0] > 0  # Every loop wrote.
-    monkeypatch.setattr(summaries, "_PENDING_SECONDS_AT_MOST", 3600.0)
-    batched, found = feed(tmp_path / "batched", 12)
+    assert each_loop == sorted(set(each_loop)) and each_loop[0] > 0  # Every loop flushed.
+    assert each_loop[-1] == len(expected)
+    monkeypatch.setattr(summaries, "_FLUSH_SECONDS", 3600.0)
+    _, found = feed(tmp_path / "at_close", 12)
     assert found == expected
-    first_write = next(i for i, count in enumerate(batched) if count)
-    assert batched[:first_write] == [0] * first_write and first_write >= 3
-    assert batched[first_write] == each_loop[first_write] > 16
-    assert batched[-1] < len(expected)  # The last ones waited for close().
     slow_loops, _ = feed(tmp_path / "slow", 3, seconds=3600.0)
-    assert slow_loops[0] > 0 and slow_loops == sorted(set(slow_loops))  # Every loop wrote.
+    assert slow_loops[0] > 0 and slow_loops == sorted(set(slow_loops))  # Every loop flushed.
 
 
 def test_loops_summaries_are_written_off_the_training_thread_and_errors_reach_close(
@@ -263,13 +263,13 @@ def test_loops_summaries_are_written_off_the_training_thread_and_errors_reach_cl
         failing.close()
 
 
-def test_every_model_dir_of_the_process_shares_one_trace_of_the_event_writes(tmp_path):
-    """Each train() builds a TrainSummaries; the traced writes take the writer as an
-    argument, so neither a second call nor another model_dir traces them again."""
+def test_every_train_call_of_a_process_appends_to_its_model_dirs_one_events_file(tmp_path):
+    """Each train() builds a TrainSummaries; as legacy's FileWriterCache, they share one
+    events file per model_dir per process, so a long train_and_evaluate leaves one file."""
     _feed_loops(tmp_path / "a", use_tpu=False, loops=1, ipl=100, seconds=1.0)
     _, again = _feed_loops(tmp_path / "a", use_tpu=False, loops=1, ipl=100, seconds=1.0)
     _, other = _feed_loops(tmp_path / "b", use_tpu=False, loops=1, ipl=100, seconds=1.0)
-    assert summaries._events_writer().experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+    assert len(glob.glob(os.path.join(str(tmp_path / "a"), "events.out.tfevents.*"))) == 1
     assert len(steps_of(again, "global_step/sec")) == 2 * 99
     assert len(steps_of(other, "global_step/sec")) == 99
 

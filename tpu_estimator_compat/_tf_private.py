@@ -609,13 +609,3 @@ _V1_SAVER = _saver_lib.Saver
 def v1_saver_class():
     """TensorFlow's own `tf.compat.v1.train.Saver` class, whatever patch is in place."""
     return _V1_SAVER
-
-
-# One traced function writes summary events to whichever writer it is handed (summaries.py,
-# `_events_writer`): tracing one per writer cost every model_dir its own trace (~60 ms).
-# The public writer only offers `as_default()`, which makes a function
-# capture that one writer; the raw write op takes the writer's resource handle, which is the
-# private `_resource` of TensorFlow's `_ResourceSummaryWriter` (summary_ops_v2.py).
-def summary_writer_resource(writer):
-    """The resource handle of a `tf.summary.create_file_writer` writer."""
-    return writer._resource  # pylint: disable=protected-access

@@ -2,8 +2,10 @@
 
 Legacy Estimator wrote `Summary.Value(simple_value=...)` protos through a v1 FileWriter; TF2
 writers write tensor summaries instead. TensorBoard reads both, but tools and tests written
-against legacy event files read `simple_value`, so this module writes the legacy protos
-through `tf.summary.experimental.write_raw_pb`. It knows nothing of models, strategies or loops,
+against legacy event files read `simple_value`, so this module writes the legacy protos:
+its own (eval results, the training loss and step rates) to the directory's events file
+(`events_file`, legacy's FileWriterCache file), a host_call's v1 protos through
+`tf.summary.experimental.write_raw_pb`. It knows nothing of models, strategies or loops,
 nor how `_tf_patches` swaps `tf.summary.create_file_writer` while a host_call or model_fn
 runs (`ModelFnWriters`: writers model_fn creates itself).
 """
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import math
 import struct
 import threading
@@ -24,9 +25,8 @@ import tensorflow as tf
 from absl import logging
 
 from tpu_estimator_compat import _tf_patches
-from tpu_estimator_compat import _tf_private
 from tpu_estimator_compat import background as background_lib
-from tpu_estimator_compat import eager_scope
+from tpu_estimator_compat import events_file
 
 _Summary = tf.compat.v1.Summary
 LOSS_TAG = "loss"
@@ -56,28 +56,9 @@ def write_eval_summaries(log_dir: str, results: Mapping[str, Any], global_step: 
     values = [v for v in values if v is not None]
     if checkpoint_path:
         values.append(_text_value("checkpoint_path", checkpoint_path))
-    writer = cached_writer(log_dir)
-    with writer.as_default():
-        tf.summary.experimental.write_raw_pb(
-            _Summary(value=values).SerializeToString(), step=global_step)
-    writer.flush()
-
-
-_WRITERS: dict[str, Any] = {}
-
-
-def cached_writer(log_dir: str) -> Any:
-    """One events writer per directory per process, as legacy's FileWriterCache kept.
-
-    Without it every train()/evaluate() call would start a new events file; a long
-    train_and_evaluate would leave thousands. The writers are flushed after each use and
-    closed when the process exits.
-    """
-    key = str(log_dir)
-    writer = _WRITERS.get(key)
-    if writer is None or not tf.io.gfile.exists(key):
-        writer = _WRITERS[key] = tf.summary.create_file_writer(key)
-    return writer
+    events = events_file.cached(log_dir)
+    events.write([(time.time(), int(global_step), _Summary(value=values).SerializeToString())])
+    events.flush()
 
 
 @contextlib.contextmanager
@@ -400,78 +381,9 @@ class _StepTimer:
         return step - previous[0], now - previous[1]
 
 
-# Up to this many pending events are written one eager op each; more go through one traced
-# function (`_events_writer`), whose trace (~60 ms, once per process) costs as
-# much as several hundred eager writes and would land in time to first step.
-_EAGER_WRITES_AT_MOST = 16
-# Events wait about this long at most before they are written: checked as each loop ends,
-# and a loop this long or longer writes its own events at once (the next check would be as
-# far away).
-_PENDING_SECONDS_AT_MOST = 1.0
-# Writes per iteration of the traced writer's loop. A `tf.while_loop` iteration costs ~7 us
-# of executor work on this kind of CPU, more than the write it carried: 200 events took
-# 1.76 ms one per iteration, 0.90 ms sixteen per iteration (the rest in a one-write loop).
-_WRITES_PER_ITERATION = 16
-@functools.cache
-def _events_writer() -> Any:
-    """`write(writer, steps, protos)` writing event i (`protos[i]` at `steps[i]`) for every
-    i, in order, to the summary writer whose resource handle is `writer`, in one call. One
-    trace serves every writer of the process (~60 ms, made at the first call): traced per
-    model_dir, a process training many models paid it for each.
-
-    With `use_tpu=False` and a long loop legacy's step-rate rule fires every step (see
-    `TrainSummaryRules`): ~200 events per 100-step loop, which one eager `write_raw_pb`
-    each made ~0.14 ms apiece, doubling an MLP's loop time. Each write waits for the one
-    before it (a control edge within an iteration, the loop counter across iterations), so
-    the events reach the file in step order. (Straight-line functions of 128 writes cost
-    3.2 us an event against ~4.5 us here, but took 0.33 s to trace and first call, which
-    a 600-step MLP run measured as 55% of its throughput.)
-    """
-    def write_in_order(writer: tf.Tensor, steps: tf.Tensor, protos: tf.Tensor) -> None:
-        count = tf.shape(steps)[0]
-
-        def writes(i: tf.Tensor, width: int) -> tf.Tensor:
-            """Events i..i+width-1, one after the other; then i + width."""
-            pairs = zip(tf.unstack(steps[i:i + width], num=width),
-                        tf.unstack(protos[i:i + width], num=width))
-            written: list[Any] = []
-            for step, proto in pairs:
-                with tf.control_dependencies(written):
-                    written = [tf.raw_ops.WriteRawProtoSummary(writer=writer, step=step,
-                                                               tensor=proto)]
-            with tf.control_dependencies(written):
-                return i + width
-
-        done = tf.while_loop(lambda i: i + _WRITES_PER_ITERATION <= count,
-                             lambda i: writes(i, _WRITES_PER_ITERATION), [tf.constant(0)],
-                             parallel_iterations=1)[0]
-        tf.while_loop(lambda i: i < count, lambda i: writes(i, 1), [done],
-                      parallel_iterations=1)
-
-    return _Concrete(tf.function(
-        write_in_order, autograph=False,
-        input_signature=[tf.TensorSpec([], tf.resource), tf.TensorSpec([None], tf.int64),
-                         tf.TensorSpec([None], tf.string)]))
-
-
-class _Concrete:
-    """Calls a `tf.function` of a fixed input signature through its concrete function.
-
-    Traced at the first call (not at construction: a one-step train() never needs it), then
-    called without `tf.function`'s per-call signature matching, ~0.2 ms per call here.
-    """
-
-    def __init__(self, function: Any) -> None:
-        self._function = function
-        self._concrete: Any = None
-
-    def __call__(self, *args: tf.Tensor) -> Any:
-        if self._concrete is None:
-            self._concrete = self._function.get_concrete_function()
-        return self._concrete(*args)
-
-    def experimental_get_tracing_count(self) -> int:
-        return self._function.experimental_get_tracing_count()
+# Decided events wait in the events file's buffer; they are flushed to the disk when a loop
+# ends this long or longer after the last flush (legacy's FileWriter flushed every 120 s).
+_FLUSH_SECONDS = 1.0
 
 
 _SCALAR_HEADERS: dict[str, bytes] = {}  # tag: the bytes before a Value's float
@@ -490,8 +402,8 @@ def _serialized_scalars(values: list[tuple[str, float]]) -> bytes:
         header = _SCALAR_HEADERS.get(tag)
         if header is None:
             encoded = tag.encode("utf-8")
-            item = b"\n" + _varint(len(encoded)) + encoded + b"\x15"
-            header = _SCALAR_HEADERS[tag] = b"\n" + _varint(len(item) + 4) + item
+            item = b"\n" + events_file.varint(len(encoded)) + encoded + b"\x15"
+            header = _SCALAR_HEADERS[tag] = b"\n" + events_file.varint(len(item) + 4) + item
         try:
             out.append(header + _FLOAT32.pack(value))
         except OverflowError:  # Beyond float32: protobuf rounds it to +-inf.
@@ -503,30 +415,23 @@ def _serialized_scalars(values: list[tuple[str, float]]) -> bytes:
 _FLOAT32 = struct.Struct("<f")
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 class TrainSummaries:
     """The summaries legacy training wrote to model_dir, at the steps legacy wrote them.
 
     The host learns every step's loss after each loop, so the legacy hooks' decisions are
     replayed per legacy `session.run` (see `TrainSummaryRules`): per step for
     `use_tpu=False`, per loop on TPU (the loss: on TPU cores only); step times inside a loop
-    are interpolated from the loop's duration. A loop's events are decided on a background
-    thread while the next loop runs, in loop order, and written in batches (at most a second
-    late); `close()` writes what is left, waits for it and raises a failed write.
+    are interpolated from the loop's duration, and each event carries its step's time as
+    legacy's `add_summary` did. A loop's events are decided and written to model_dir's
+    events file (`events_file.cached`, legacy's FileWriterCache file) on a background thread
+    while the next loop runs, in loop order; they reach the disk within about a second.
+    `close()` waits for them, flushes and raises a failed write.
     `model_dir=None` writes nothing: the workers of a multi-worker job other than the chief,
     which legacy gave no summary hooks either.
     """
 
     def __init__(self, model_dir: str | None, rules: TrainSummaryRules) -> None:
-        self._writer = cached_writer(model_dir) if model_dir is not None else None
+        self._events = events_file.cached(model_dir) if model_dir is not None else None
         self._rules = rules
         self._loss_timer = _StepTimer(rules.save_summary_steps)
         self._next_step: int | None = None
@@ -534,95 +439,61 @@ class TrainSummaries:
                             if rules.step_rate_every is not None and rules.save_summary_steps
                             else None)
         # Deciding and writing a loop's events (~200 with use_tpu=False at the default
-        # log_step_count_steps and iterations_per_loop=100) overlaps the next loop: written
-        # in line they cost an overhead-bound MLP ~0.06 ms of CPU per step (bench/RESULTS.md).
+        # log_step_count_steps and iterations_per_loop=100) overlaps the next loop.
         self._background = (background_lib.InOrder(name="train_summaries")
                             if model_dir is not None else None)
-        # Events decided but not yet written: [(step, serialized Summary)], and when the
-        # oldest of them was decided (see `_write_pending`).
-        self._pending: list[tuple[int, bytes]] = []
-        self._pending_since = 0.0
+        self._flushed = time.time()
 
     def after_loop(self, step: int, losses: Any, end_time: float, seconds: float, *,
                    starts: Any, summaries: Any = None) -> None:
         """Writes the summaries due at the steps of the loop that ended at `step`.
 
+        `end_time`: when the loop ended, in `time.time()` seconds (events carry it).
         `starts[k]`: the global step the loop's k-th step started from (`loop.step_starts`;
         a model_fn may advance it on some steps only). `summaries[k]`: the serialized
         `Summary` of model_fn's v1 summary ops at step k (legacy's CPU path), written in
         the loss summary's event, before the loss, as legacy's `merge_all()` ordered them.
         """
-        if self._writer is None or not len(losses):
+        if self._events is None or not len(losses):
             return
         self._background.submit(self._write_loop, step, losses, starts, end_time, seconds,
                                 summaries)
 
     def _write_loop(self, step: int, losses: Any, starts: Any, end_time: float,
                     seconds: float, summaries: Any = None) -> None:
-        """after_loop's work, on the background thread: decides and writes the events.
-
-        Eagerly, as the train() that submitted it: a thread starts in the process-wide mode,
-        which a TF1 script's `disable_eager_execution()` made graph mode.
-        """
-        # One event per legacy add_summary call: (step, [(tag, simple_value), ...], the
-        # serialized model_fn summaries that came before them in it).
-        events: list[tuple[int, list[tuple[str, float]], bytes]] = []
+        """after_loop's work, on the background thread: decides and writes the events."""
+        # One event per legacy add_summary call: (step, time, [(tag, simple_value), ...],
+        # the serialized model_fn summaries that came before them in it).
+        events: list[tuple[int, float, list[tuple[str, float]], bytes]] = []
         per_step = summaries is not None and self._rules.loss_steps_per_run == 1
-        for k, (start, end, loss, _) in enumerate(
+        for k, (start, end, loss, when) in enumerate(
                 self._runs(step, losses, starts, end_time, seconds,
                            self._rules.loss_steps_per_run)):
-            events += [(at, values, bytes(summaries[k]) if per_step else b"")
+            events += [(at, when, values, bytes(summaries[k]) if per_step else b"")
                        for at, values in self._loss_after_run(start, end, loss)]
         for start, end, _, when in self._runs(step, losses, starts, end_time, seconds,
                                               self._rules.steps_per_run):
-            events += [(at, values, b"")
+            events += [(at, when, values, b"")
                        for at, values in self._rate_after_run(start, end, when)]
         events.sort(key=lambda event: event[0])  # Stable: at one step the loss comes first.
-        if not self._pending:
-            self._pending_since = time.monotonic()
-        for at, values, extra in events:
-            proto = extra + _serialized_scalars(values)
-            if proto:
-                self._pending.append((at, proto))
-        if (len(self._pending) > _EAGER_WRITES_AT_MOST
-                or seconds >= _PENDING_SECONDS_AT_MOST
-                or time.monotonic() - self._pending_since >= _PENDING_SECONDS_AT_MOST):
-            self._write_pending()
+        self._events.write((when, at, extra + _serialized_scalars(values))
+                           for at, when, values, extra in events if extra or values)
+        if seconds >= _FLUSH_SECONDS or time.time() - self._flushed >= _FLUSH_SECONDS:
+            self._flush()
 
-    def _write_pending(self) -> None:
-        """Writes the pending events, in order, in one call when there are many.
-
-        A short loop has a few events (with `use_tpu=False` at `iterations_per_loop=10`,
-        legacy's step rates fire every 10 steps): one eager write each cost ~0.25 ms, a
-        third of an overhead-bound MLP's 10-step loop. They are held until there are more
-        than `_EAGER_WRITES_AT_MOST` (then one call of the traced writer takes them all) or
-        the oldest has waited `_PENDING_SECONDS_AT_MOST`; a loop that long writes its own at
-        once, as before, so a slow model's events are never a whole loop late. Legacy's own
-        writer held events up to 120 s before they reached the disk.
-        """
-        pending, self._pending = self._pending, []
-        if not pending:
-            return
-        with eager_scope.running_eagerly("TPUEstimator.train"):
-            if len(pending) > _EAGER_WRITES_AT_MOST:
-                _events_writer()(_tf_private.summary_writer_resource(self._writer),
-                                 tf.constant([at for at, _ in pending], tf.int64),
-                                 tf.constant([proto for _, proto in pending]))
-                return
-            with self._writer.as_default():  # A few events: not worth tracing the writer.
-                for at, proto in pending:
-                    tf.summary.experimental.write_raw_pb(proto, step=at)
+    def _flush(self) -> None:
+        self._events.flush()
+        self._flushed = time.time()
 
     def close(self) -> None:
         """Writes what is queued and flushes; raises the first failed write's error."""
-        if self._writer is None:
+        if self._events is None:
             return
         try:
-            self._background.submit(self._write_pending)
             self._background.drain()
         finally:
             self._background.close()
-            self._writer.flush()
+            self._flush()
 
     @staticmethod
     def _runs(step: int, losses: Any, starts: Any, end_time: float, seconds: float,
@@ -635,9 +506,11 @@ class TrainSummaries:
         count = len(losses)
         if steps_per_run != 1:
             return [(int(starts[0]), step, float(losses[-1]), end_time)]
-        ends = [int(s) for s in starts[1:]] + [step]
-        return [(int(starts[i]), ends[i], float(losses[i]),
-                 end_time - seconds + seconds * (i + 1) / count) for i in range(count)]
+        begins = np.asarray(starts[:count]).tolist()  # Python ints and floats: ~10x faster
+        ends = begins[1:] + [step]                     # to loop over than numpy scalars.
+        first, each = end_time - seconds, seconds / count
+        return list(zip(begins, ends, np.asarray(losses, np.float64).tolist(),
+                        [first + each * (i + 1) for i in range(count)]))
 
     def _loss_after_run(self, start: int, end: int,
                         loss: float) -> list[tuple[int, list[Any]]]:

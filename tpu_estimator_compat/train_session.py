@@ -352,7 +352,7 @@ class _TrainReporting:
         if self._host_call is not None:
             for k, values in enumerate(result.host_calls):
                 self._host_call.run(values, int(starts[k * self._every_n]))
-        self._summaries.after_loop(step, result.losses, time.monotonic(), seconds,
+        self._summaries.after_loop(step, result.losses, time.time(), seconds,
                                    starts=starts, summaries=result.summaries)
 
     def close(self) -> None:
