@@ -82,18 +82,18 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=6000, help="steps of the measured call")
-    parser.add_argument("--configs", default=",".join(CONFIGS),
-                        help="comma-separated names of CONFIGS to run, e.g. "
-                             "'default (save 100, log 100),save_summary_steps=0'")
+    parser.add_argument("--configs", default=";".join(CONFIGS),
+                        help="names of CONFIGS to run, separated by ';', e.g. "
+                             "'default (save 100, log 100);save_summary_steps=0'")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv[1:])
     if args.child:
         child(json.loads(args.child))
         return
-    unknown = set(args.configs.split(",")) - set(CONFIGS)
+    unknown = set(args.configs.split(";")) - set(CONFIGS)
     if unknown:
         parser.error(f"--configs: unknown {sorted(unknown)}; choose from {list(CONFIGS)}")
-    configs = {name: CONFIGS[name] for name in args.configs.split(",")}
+    configs = {name: CONFIGS[name] for name in args.configs.split(";")}
     tmp = tempfile.mkdtemp(prefix="probe_summaries_")
     data = harness.make_data(tmp, harness.REPO)
     medians: dict[str, list[float]] = {name: [] for name in configs}
