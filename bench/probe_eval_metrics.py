@@ -20,7 +20,24 @@ import tempfile
 import time
 from typing import Any, Callable
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench import profile_eval
+
+
+def _model_fn(workload: str, with_metrics: bool) -> Callable[..., Any]:
+    """The bench's v1 model_fn; in EVAL without its `eval_metrics` unless `with_metrics`."""
+    from bench import models_v1
+
+    import tpu_estimator_compat as shim
+
+    base = models_v1.make_model_fn(workload, shim.TPUEstimatorSpec)
+
+    def model_fn(features: Any, labels: Any, mode: str, params: dict[str, Any]) -> Any:
+        spec = base(features, labels, mode, params)
+        if mode == "eval" and not with_metrics:
+            return shim.TPUEstimatorSpec(mode, loss=spec.loss)
+        return spec
+
+    return model_fn
 
 
 def _per_batch_ms(call: Callable[[int], None], k: int) -> float:
@@ -37,36 +54,17 @@ def _per_batch_ms(call: Callable[[int], None], k: int) -> float:
 
 
 def main(argv: list[str]) -> None:
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     workload = argv[1] if len(argv) > 1 else "resnet"
     k = int(argv[2]) if len(argv) > 2 else 100
-    from bench import data, models_v1
-
-    import tpu_estimator_compat as shim
-
+    profile_eval.set_env()
     tmp = tempfile.mkdtemp()
-    npz = os.path.join(tmp, "digits.npz")
-    data.generate(npz, REPO)
-    batch = models_v1.WORKLOADS[workload].batch_size
-    base = models_v1.make_model_fn(workload, shim.TPUEstimatorSpec)
-
     for with_metrics in (True, False):
-        def model_fn(features: Any, labels: Any, mode: str, params: dict[str, Any],
-                     with_metrics: bool = with_metrics) -> Any:
-            spec = base(features, labels, mode, params)
-            if mode == "eval" and not with_metrics:
-                return shim.TPUEstimatorSpec(mode, loss=spec.loss)
-            return spec
+        estimator = profile_eval.trained_estimator(
+            workload, k, os.path.join(tmp, f"model_{with_metrics}"),
+            model_fn=_model_fn(workload, with_metrics))
+        from bench import models_v1
 
-        estimator = shim.TPUEstimator(
-            model_fn=model_fn,
-            config=shim.RunConfig(model_dir=os.path.join(tmp, f"model_{with_metrics}"),
-                                  tf_random_seed=1, tpu_config=shim.TPUConfig(k, 1)),
-            params={"data": npz, "workload": workload}, use_tpu=False,
-            train_batch_size=batch, eval_batch_size=batch, predict_batch_size=batch)
-        estimator.train(models_v1.train_input_fn, steps=1)
+        batch = models_v1.WORKLOADS[workload].batch_size
 
         def evaluate(batches: int) -> None:
             estimator.evaluate(models_v1.eval_input_fn, steps=batches)

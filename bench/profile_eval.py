@@ -16,31 +16,47 @@ import pstats
 import sys
 import tempfile
 import time
+from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def main(argv: list[str]) -> None:
+def set_env() -> None:
+    """The bench's pinned env; must run before TensorFlow is imported."""
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    workload = argv[1] if len(argv) > 1 else "mlp"
-    steps = int(argv[2]) if len(argv) > 2 else 400
+
+
+def trained_estimator(workload: str, iterations_per_loop: int, model_dir: str,
+                      model_fn: Any = None) -> Any:
+    """A one-replica shim TPUEstimator (`use_tpu=False`) of the bench's v1 model_fn for
+    `workload` (or `model_fn`), trained one step on the bench's digits. Shared by the
+    development probes."""
+    set_env()
     from bench import data, models_v1
 
     import tpu_estimator_compat as shim
 
-    tmp = tempfile.mkdtemp()
-    npz = os.path.join(tmp, "digits.npz")
-    data.generate(npz, REPO)
+    npz = os.path.join(os.path.dirname(model_dir), "digits.npz")
+    if not os.path.exists(npz):
+        data.generate(npz, REPO)
     batch = models_v1.WORKLOADS[workload].batch_size
     estimator = shim.TPUEstimator(
-        model_fn=models_v1.make_model_fn(workload, shim.TPUEstimatorSpec),
-        config=shim.RunConfig(model_dir=os.path.join(tmp, "model"), tf_random_seed=1,
-                              tpu_config=shim.TPUConfig(1, 1)),
+        model_fn=model_fn or models_v1.make_model_fn(workload, shim.TPUEstimatorSpec),
+        config=shim.RunConfig(model_dir=model_dir, tf_random_seed=1,
+                              tpu_config=shim.TPUConfig(iterations_per_loop, 1)),
         params={"data": npz, "workload": workload}, use_tpu=False,
         train_batch_size=batch, eval_batch_size=batch, predict_batch_size=batch)
     estimator.train(models_v1.train_input_fn, steps=1)
+    return estimator
+
+
+def main(argv: list[str]) -> None:
+    workload = argv[1] if len(argv) > 1 else "mlp"
+    steps = int(argv[2]) if len(argv) > 2 else 400
+    estimator = trained_estimator(workload, 1, os.path.join(tempfile.mkdtemp(), "model"))
+    from bench import models_v1
 
     def seconds(n: int) -> float:
         start = time.perf_counter()
