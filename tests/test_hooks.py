@@ -440,4 +440,3 @@ def test_summary_saver_and_step_counter_hooks_run_on_the_cpu_path(tmp_path):
                             (6, "summary", tags)]
     assert _events(out + "/counter") == [(3, "summary", ["global_step/sec"]),
                                          (5, "summary", ["global_step/sec"])]
-

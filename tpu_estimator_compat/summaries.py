@@ -465,14 +465,17 @@ class TrainSummaries:
         # One event per legacy add_summary call: (step, time, [(tag, simple_value), ...],
         # the serialized model_fn summaries that came before them in it).
         events: list[tuple[int, float, list[tuple[str, float]], bytes]] = []
-        per_step = summaries is not None and self._rules.loss_steps_per_run == 1
-        for k, (start, end, loss, when) in enumerate(
-                self._runs(step, losses, starts, end_time, seconds,
-                           self._rules.loss_steps_per_run)):
+        rules = self._rules
+        per_step = summaries is not None and rules.loss_steps_per_run == 1
+        loss_runs = self._runs(step, losses, starts, end_time, seconds,
+                               rules.loss_steps_per_run)
+        for k, (start, end, loss, when) in enumerate(loss_runs):
             events += [(at, when, values, bytes(summaries[k]) if per_step else b"")
                        for at, values in self._loss_after_run(start, end, loss)]
-        for start, end, _, when in self._runs(step, losses, starts, end_time, seconds,
-                                              self._rules.steps_per_run):
+        rate_runs = (loss_runs if rules.steps_per_run == rules.loss_steps_per_run
+                     else self._runs(step, losses, starts, end_time, seconds,
+                                     rules.steps_per_run))
+        for start, end, _, when in rate_runs:
             events += [(at, when, values, b"")
                        for at, values in self._rate_after_run(start, end, when)]
         events.sort(key=lambda event: event[0])  # Stable: at one step the loss comes first.
