@@ -205,6 +205,68 @@ def test_inference_loop_passes_one_value_per_step_leaves_through(strategy):
     assert padded.per_example() == (True, False)
 
 
+def _while_loops(concrete: tf.types.experimental.ConcreteFunction) -> list[set[str]]:
+    """Per while loop of the function's own graph: the op types its body runs, nested
+    functions (conds, calls) included."""
+    graph_def = concrete.graph.as_graph_def()
+    functions = {f.signature.name: f for f in graph_def.library.function}
+
+    def ops_of(name: str, seen: set[str]) -> set[str]:
+        if name in seen or name not in functions:
+            return set()
+        seen.add(name)
+        ops = set()
+        for node in functions[name].node_def:
+            ops.add(node.op)
+            for value in node.attr.values():
+                names = [value.func.name] + [f.name for f in value.list.func]
+                for called in filter(None, names):
+                    ops |= ops_of(called, seen)
+        return ops
+
+    return [ops_of(node.attr["body"].func.name, set()) for node in graph_def.node
+            if node.op in ("While", "StatelessWhile")]
+
+
+@pytest.mark.parametrize("steps_per_call", [1, None])
+def test_metric_inputs_are_updated_after_the_steps_in_step_order(steps_per_call):
+    """A step's `metric_inputs` reach `metric_update` after the loop's steps, one step at a
+    time in step order, and each step's values are those after its own update. The updates
+    stay out of the steps' while body, where a stateful op ends its iteration only when it
+    ran and so kept consecutive steps from overlapping."""
+    strategy = tf.distribute.get_strategy()
+    total, top = tf.Variable(0.0), tf.Variable(0.0)
+
+    def step(features, labels):
+        return {"loss": tf.reduce_mean(features),
+                "metric_inputs": [features, tf.reduce_max(features)]}  # A scalar too.
+
+    def update(leaves):
+        rows, largest = leaves
+        assert rows.shape.as_list() == [8] and largest.shape.rank == 0  # As traced.
+        added = total.assign_add(tf.reduce_sum(rows))
+        with tf.control_dependencies([added]):
+            latest = top.assign(largest)
+        return {"sum": tf.identity(added), "top": tf.identity(latest)}
+
+    loop = inference_loop.InferenceLoop(strategy, step, padded=False,
+                                        steps_per_call=steps_per_call, metric_update=update)
+    iterator = iter(_dataset(strategy, 24))  # Three batches of 8: 0-7, 8-15, 16-23.
+    if steps_per_call == 1:
+        results = [loop(iterator, 1) for _ in range(3)]
+        last = [np.concatenate(values) for values in zip(*(r.last for r in results))]
+    else:
+        result = loop(iterator, 5)
+        assert result.steps_run == 3
+        last = result.last
+        loops = _while_loops(loop._run_steps.concrete(iterator))  # pylint: disable=protected-access
+        steps = [ops for ops in loops if "IteratorGetNextAsOptional" in ops]
+        updates = [ops for ops in loops if "AssignAddVariableOp" in ops]
+        assert len(steps) == 1 and len(updates) == 1 and steps != updates, loops
+    np.testing.assert_array_equal(last[0], [28.0, 120.0, 276.0])  # Running sums.
+    np.testing.assert_array_equal(last[1], [7.0, 15.0, 23.0])
+
+
 def _fixed_batches_of_unknown_count(strategy: tf.distribute.Strategy, rows: int,
                                     per_replica: int) -> tuple[tf.data.Dataset, tf.TensorSpec]:
     """Per-replica batches of `per_replica` rows (drop_remainder) whose number is unknown.

@@ -392,6 +392,25 @@ def test_metric_fn_using_a_table_model_fn_made_on_the_cpu_path(tmp_path):
     assert est.evaluate(_table_input_fn) == results  # Accumulators reset per evaluate.
 
 
+@pytest.mark.parametrize("table_in_metric_fn", [False, True])
+@pytest.mark.parametrize("iterations_per_loop", [1, 3])
+def test_cpu_path_metrics_built_after_the_steps_count_every_row_once(
+        tmp_path, iterations_per_loop, table_in_metric_fn):
+    """On one device metric_fn is built after the loop's steps, on the tensors they passed
+    it (a partial last batch included); one that reaches model_fn's table is built in the
+    step instead. Either way legacy's values."""
+    est = TPUEstimator(model_fn=lambda features, labels, mode, params: _table_model_fn(
+            features, labels, mode, params, table_in_metric_fn=table_in_metric_fn),
+            use_tpu=False, train_batch_size=8, eval_batch_size=8, predict_batch_size=8,
+            config=RunConfig(model_dir=str(tmp_path),
+                             tpu_config=TPUConfig(iterations_per_loop=iterations_per_loop)))
+    est.train(_table_input_fn, max_steps=3)
+    results = est.evaluate(lambda params: _table_input_fn(params, 20))  # 8, 8 and 4 rows.
+    expected = _expected_table_metrics(est, 20)
+    assert {k: results[k] for k in expected} == expected
+    assert est.evaluate(lambda params: _table_input_fn(params, 20)) == results
+
+
 def test_cpu_path_metrics_of_an_empty_evaluation_are_their_initial_values(tmp_path):
     """Legacy read metrics once after the last update: with no step, as initialised (TF 2.15
     legacy: `{'accuracy': 0.0, 'loss': 0.0, 'tp': 0.0, 'global_step': 1}`)."""

@@ -122,15 +122,30 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
                         settings.make_caller(plan, on_tpu), runtime.registry,
                         runtime.global_step, plan.for_model_fn, record=record,
                         hook_tensor_names=names)
+                update = (replica_step.make_metric_update(runtime.registry,
+                                                          runtime.global_step, record)
+                          if mode == ModeKeys.EVAL else None)
                 runtime.functions[key] = (loop_lib.InferenceLoop(
                     runtime.strategy, step, padded=padded, input_spec=source.replica_spec,
                     steps_per_call=settings.iterations_per_loop, endless=source.endless,
-                    step_takes_mask=mode == ModeKeys.EVAL), record)
+                    step_takes_mask=mode == ModeKeys.EVAL, metric_update=update), record)
             loop, record = runtime.functions[key]
-            # A model_fn's own init_from_checkpoint (BERT's use_tpu=False path) only set
-            # initializers in TF1: recorded, and applied only when there is no checkpoint.
-            with warm_start_lib.capture_init_from_checkpoint(init_plan):
-                loop.trace(iterator)
+            try:
+                # A model_fn's own init_from_checkpoint (BERT's use_tpu=False path) only set
+                # initializers in TF1: recorded, and applied only when there is no checkpoint.
+                with warm_start_lib.capture_init_from_checkpoint(init_plan):
+                    loop.trace(iterator)
+            except ValueError as e:
+                if (metrics_in_step or record.deferred_metrics is None
+                        or not metrics_lib.uses_another_graph(e)):
+                    raise
+                # One device: metric_fn reaches a tensor model_fn made besides its tensors,
+                # so it cannot be built after the step. Built in the step, as legacy's CPU
+                # path did; this key keeps that loop.
+                logging.info("metric_fn uses a tensor model_fn made; it is built in the "
+                             "evaluation step (%s)", str(e).splitlines()[0])
+                runtime.functions[key] = traced(iterator, hook_tensors, metrics_in_step=True)
+                return runtime.functions[key]
             return loop, record
 
         init_plan = warm_start_lib.InitPlan()

@@ -145,7 +145,10 @@ class InferenceLoop:
     `predictions` are gathered from every replica (concatenated on axis 0 in replica order,
     which is input order); `metric_values` and `hook_tensors` are kept per step from the
     first replica; `loss` is the global-batch loss (row-weighted over replicas when batches
-    are padded).
+    are padded). A step may instead return `metric_inputs` (one replica), a list of tensors
+    for `metric_update(list) -> {name: value after the update}`, which the loop calls on
+    each step's after the steps ran, in step order: its stateful updates then do not end
+    each loop iteration, and consecutive steps overlap (`replica_step.make_metric_update`).
     `trace()` traces the step once in a probe, to create its variables and learn its output
     structure before the loop's accumulators are built; the loop itself traces it once more.
 
@@ -158,8 +161,12 @@ class InferenceLoop:
     def __init__(self, strategy: tf.distribute.Strategy,
                  step: Callable[[Any, Any], dict[str, Any]], *, padded: bool,
                  input_spec: Any = None, steps_per_call: int | None = None,
-                 endless: bool = False, step_takes_mask: bool = False) -> None:
+                 endless: bool = False, step_takes_mask: bool = False,
+                 metric_update: Callable[[list[tf.Tensor]], dict[str, Any]] | None = None,
+                 ) -> None:
         self._strategy = strategy
+        self._metric_update = (None if metric_update is None else
+                               tf.autograph.experimental.do_not_convert(metric_update))
         self._padded = padded
         self._endless = endless
         self._replica_fn = tf.autograph.experimental.do_not_convert(
@@ -224,8 +231,19 @@ class InferenceLoop:
 
     def _probe_fn(self, iterator: Any) -> Any:
         features, labels, mask = _element_parts(next(iterator), self._padded)
-        return self._strategy.experimental_local_results(
+        first = self._strategy.experimental_local_results(
             self._strategy.run(self._replica_fn, args=(features, labels, mask)))[0]
+        if "metric_inputs" in first:
+            first = dict(first, metric_values=self._updated(first["metric_inputs"]))
+        return first
+
+    def _updated(self, inputs: list[tf.Tensor]) -> Any:
+        """`metric_update` on one step's `metric_inputs`, on the (one) replica."""
+        if self._metric_update is None:
+            raise ValueError("The step returned `metric_inputs` but the InferenceLoop was "
+                             "built without `metric_update`.")
+        return self._strategy.experimental_local_results(
+            self._strategy.run(self._metric_update, args=(list(inputs),)))[0]
 
     def _specs(self) -> tuple[list[tf.TensorSpec], list[tf.TensorSpec], list[tf.TensorSpec]]:
         """(gathered, replica 0's per-step values, hooks' tensors): their probed specs."""
@@ -249,6 +267,7 @@ class InferenceLoop:
             "last": tf.nest.flatten(first.get("metric_values", {})),
             "mask": step_mask, "rows": tf.shape(step_mask)[0],
             "hooks": list(first.get("hook_tensors", [])),
+            "inputs": list(first.get("metric_inputs", [])),
         }
         if "loss" in self._structure:
             total = strategy.reduce(tf.distribute.ReduceOp.SUM, out["loss_sum"], axis=None)
@@ -288,8 +307,10 @@ class InferenceLoop:
         def run(features: Any, labels: Any, mask: Any) -> tuple:
             out = self._step(features, labels, mask)
             loss = tf.reshape(out["loss"], [1]) if with_loss else tf.zeros([0], tf.float32)
+            last = (tf.nest.flatten(self._updated(out["inputs"])) if out["inputs"]
+                    else out["last"])
             return (tf.constant(1), loss, tf.reshape(out["rows"], [1]), out["mask"],
-                    out["gathered"], [tf.expand_dims(t, 0) for t in out["last"]],
+                    out["gathered"], [tf.expand_dims(t, 0) for t in last],
                     [tf.expand_dims(t, 0) for t in out["hooks"]])
 
         def stop() -> tuple:
@@ -314,7 +335,10 @@ class InferenceLoop:
             "rows": tf.TensorArray(tf.int32, size=0, dynamic_size=True),
             "hooks": [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
                       for s in hook_specs],
+            "inputs": [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
+                       for s in self._input_specs()],
         }
+        input_shapes: list[tf.TensorShape] = []  # As the step traced them.
 
         def body(more: tf.Tensor, i: tf.Tensor, arrays: dict[str, Any]) -> tuple:
             def run(features: Any, labels: Any, mask: Any) -> tuple:
@@ -322,13 +346,18 @@ class InferenceLoop:
                 written = {
                     "gathered": [ta.write(i, leaf)
                                  for ta, leaf in zip(arrays["gathered"], out["gathered"])],
-                    "last": [ta.write(i, leaf) for ta, leaf in zip(arrays["last"], out["last"])],
+                    # With `metric_inputs` the values come after the loop.
+                    "last": (arrays["last"] if out["inputs"] else
+                             [ta.write(i, leaf) for ta, leaf in zip(arrays["last"], out["last"])]),
                     "masks": arrays["masks"].write(i, out["mask"]),
                     "rows": arrays["rows"].write(i, out["rows"]),
                     "losses": (arrays["losses"].write(i, out["loss"]) if with_loss
                                else arrays["losses"]),
                     "hooks": [ta.write(i, t) for ta, t in zip(arrays["hooks"], out["hooks"])],
+                    "inputs": [ta.write(i, t)
+                               for ta, t in zip(arrays["inputs"], out["inputs"])],
                 }
+                input_shapes[:] = [t.shape for t in out["inputs"]]
                 return tf.constant(True), i + 1, written
 
             return self._next_step(iterator, run, lambda: (tf.constant(False), i, arrays))
@@ -336,6 +365,9 @@ class InferenceLoop:
         _, steps, arrays = tf.while_loop(
             lambda more, i, _: tf.logical_and(more, i < n), body,
             (tf.constant(True), tf.constant(0, tf.int32), arrays))
+        if arrays["inputs"]:
+            arrays["last"] = self._update_per_step(arrays["inputs"], input_shapes, steps,
+                                                   arrays["last"])
         losses_out = (stack_steps(arrays["losses"], steps, tf.TensorShape([])) if with_loss
                       else tf.zeros([0], tf.float32))
         return (steps, losses_out,
@@ -344,6 +376,26 @@ class InferenceLoop:
                 [_concat(g, steps, s.shape) for g, s in zip(arrays["gathered"], gather_specs)],
                 [stack_steps(t, steps, s.shape) for t, s in zip(arrays["last"], last_specs)],
                 [stack_steps(t, steps, tf.TensorShape(None)) for t in arrays["hooks"]])
+
+    def _input_specs(self) -> list[tf.TensorSpec]:
+        return tf.nest.flatten(self._structure.get("metric_inputs", []))
+
+    def _update_per_step(self, inputs: list[tf.TensorArray], shapes: list[tf.TensorShape],
+                         steps: tf.Tensor, last: list[tf.TensorArray]) -> list[tf.TensorArray]:
+        """`metric_update` on each step's carried `metric_inputs`, in step order, in a loop
+        of its own after the steps: `last` written with each step's values."""
+
+        def body(j: tf.Tensor, last: list[tf.TensorArray]) -> tuple:
+            leaves = []
+            for ta, shape in zip(inputs, shapes):
+                leaf = ta.read(j)
+                leaf.set_shape(shape)
+                leaves.append(leaf)
+            values = tf.nest.flatten(self._updated(leaves))
+            return j + 1, [ta.write(j, v) for ta, v in zip(last, values)]
+
+        _, last = tf.while_loop(lambda j, _: j < steps, body, (tf.constant(0, tf.int32), last))
+        return last
 
 
 def _concat(ta: tf.TensorArray, steps: tf.Tensor, shape: tf.TensorShape) -> tf.Tensor:

@@ -269,7 +269,7 @@ class HostMetrics:
                 with tf.compat.v1.variable_scope(scope):
                     metric_ops = spec_lib.call_host_fn(self._metric_fn, args, "eval_metrics")
         except (ValueError, TypeError) as e:
-            if isinstance(e, _VariantMismatch) or not _uses_another_graph(e):
+            if isinstance(e, _VariantMismatch) or not uses_another_graph(e):
                 raise
             raise ModelFnObjectsError(
                     "{}\n\nmetric_fn (eval_metrics[0]) uses a tensor or object (a lookup "
@@ -431,12 +431,14 @@ class ModelFnObjectsError(ValueError):
     """
 
 
-def _uses_another_graph(error: Exception) -> bool:
+def uses_another_graph(error: Exception) -> bool:
     """Whether metric_fn failed on a tensor of another graph or an eager resource handle."""
     message = str(error)
     return ("must be from the same graph" in message  # A tensor of the step's FuncGraph.
             or "Eager-defined Tensor during graph construction" in message  # A handle
-            or "dtype resource" in message)  # made under init_scope (tables do that).
+            or "dtype resource" in message  # made under init_scope (tables do that).
+            # A tensor of the traced step, from a function traced beside it.
+            or "is out of scope and cannot be used here" in message)
 
 
 def _split_metric_ops(metric_ops: Any, graph: tf.Graph | None) -> tuple[dict, dict, list]:

@@ -327,6 +327,9 @@ class TraceRecord:
 
     metric_fn: Callable[..., Any] | None = None
     metric_structure: Any = None
+    # (metric_fn, its tensors' nest) when the step returns metric_fn's inputs for
+    # `make_metric_update` to build metric_fn after the step (one device).
+    deferred_metrics: tuple[Callable[..., Any], Any] | None = None
     metric_op_names: tuple[str, ...] = ()
     prediction_keys: tuple[str, ...] = ()
     predictions_are_dict: bool = True
@@ -412,13 +415,15 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
     """Returns `step(features, labels) -> {loss, metrics, metric_values}` for EVAL.
 
     `metrics` are the `eval_metrics` tensors for the host (TPU or several replicas);
+    `metric_inputs` the flattened `eval_metrics` tensors for `make_metric_update` (one
+    device: legacy's CPU path, use_tpu=False; `record.deferred_metrics` is set);
     `metric_values` the values after this step's update of an EstimatorSpec's
-    `eval_metric_ops` or of the metrics `metric_fn` built in the step (legacy's CPU path:
-    use_tpu=False on one device, or `metrics_in_step`, where `record.metric_fn` stays None);
+    `eval_metric_ops` or of the metrics `metric_fn` built in the step (`metrics_in_step`,
+    or one device when its tensors are not all tensors; `record.metric_fn` stays None);
     `hook_tensors` the model_fn tensors hooks fetch by those names (as in TRAIN).
 
-    `metrics_in_step` (TPU or several replicas): metric_fn is built in the step too, for a
-    metric_fn that uses objects model_fn made (`metrics.ModelFnObjectsError`), over every
+    `metrics_in_step`: metric_fn is built in the step, for a metric_fn that uses objects
+    model_fn made (`metrics.ModelFnObjectsError`); on TPU or several replicas over every
     replica's real rows (`mask`: this replica's real rows; None when no batch is padded).
     """
 
@@ -432,7 +437,13 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             eval_metrics = getattr(spec, "eval_metrics", None)
             one_device = (not caller.use_tpu and tf.distribute.get_replica_context()
                           .num_replicas_in_sync == 1)
-            if eval_metrics is not None and (one_device or metrics_in_step):
+            if (eval_metrics is not None and one_device and not metrics_in_step
+                    and _deferrable(eval_metrics[1])):
+                # Built after the step (`make_metric_update`), on the tensors the step
+                # returns: see `make_metric_update` for why.
+                record.deferred_metrics = (eval_metrics[0], eval_metrics[1])
+                outputs["metric_inputs"] = tf.nest.flatten(eval_metrics[1])
+            elif eval_metrics is not None and (one_device or metrics_in_step):
                 # Legacy's CPU path (use_tpu=False, one device) called metric_fn in model_fn's
                 # graph on its tensors as they were (scalars included: bigbird's scalar
                 # losses), so metric_fn could use what model_fn made (a lookup table, a
@@ -466,6 +477,45 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             return outputs
 
     return eval_step
+
+
+def _deferrable(tensors: Any) -> bool:
+    """Whether metric_fn's `tensors` can be carried out of the step to build it afterwards.
+
+    Only a nest of plain tensors: a Python value, a variable or a composite tensor reaches
+    metric_fn in the step as it was, which a loop's accumulators cannot carry.
+    """
+    leaves = tf.nest.flatten(tensors)
+    return bool(leaves) and all(isinstance(leaf, tf.Tensor) and tf.is_symbolic_tensor(leaf)
+                                for leaf in leaves)
+
+
+def make_metric_update(registry: variables_lib.VariableRegistry, global_step: tf.Variable,
+                       record: TraceRecord) -> Callable[[list[tf.Tensor]], dict[str, Any]]:
+    """Returns `update(leaves) -> {name: value after the update}`: metric_fn built on one
+    step's `metric_inputs`, after the step, for one device (use_tpu=False).
+
+    Legacy's CPU path built metric_fn in model_fn's graph, and the shim builds it in the
+    step's trace when it must (`metrics_in_step`). In a loop of steps that costs the overlap
+    of consecutive steps: a traced loop's iteration ends when all its stateful ops ran, so
+    the metrics' `assign_add`s, which wait for the step's last layer, kept the next step's
+    input and first layers from starting on the core the step left idle (ResNet eval at
+    iterations_per_loop=100 ran ~1 ms a batch slower than predict). Built here, in a second
+    loop over the carried tensors, the updates run in the same order on the same values.
+    A metric_fn that reaches a tensor model_fn made other than its `tensors` (a lookup
+    table's) cannot be built apart from the step: tracing the loop raises a ValueError for
+    which `metrics.uses_another_graph` is true, and the caller builds it in the step.
+    """
+
+    def update(leaves: list[tf.Tensor]) -> dict[str, Any]:
+        metric_fn, structure = record.deferred_metrics
+        tensors = tf.nest.pack_sequence_as(structure, list(leaves))
+        with variables_lib.replica_scope(registry, global_step), registry.local_variables():
+            values = metrics_lib.build_in_step(metric_fn, tensors)
+        record.metric_op_names = tuple(values)  # Sorted, as tf.nest flattens them.
+        return values
+
+    return update
 
 
 def _every_replicas_rows(tensors: Any, mask: Any) -> Any:
