@@ -380,3 +380,45 @@ def test_train_distribute_alone_leaves_evaluation_undistributed(tmp_path):
     assert seen_replicas == {"train": 8, "eval": 1}, seen_replicas
     assert result["global_step"] == 2
     assert result["mean_loss"] == pytest.approx(result["loss"], rel=1e-5)
+
+
+@pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
+def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
+                                                                       strategy_name):
+    """Legacy's CPU path ran one step per session.run whatever iterations_per_loop said,
+    and without hooks no step boundary showed: evaluate runs loops of at least
+    CPU_EVAL_LOOP_STEPS steps there (the same results). With a hook a loop is one step, as
+    are predict()'s at iterations_per_loop=1 (a consumer may stop early), and TPU's."""
+    from tpu_estimator_compat import inference
+
+    est = make_estimator(tmp_path, make_strategy(strategy_name), ipl=1, use_tpu=False)
+    est.train(models.digits_input_fn(512, flat=True), max_steps=2)
+    checkpoint = est.latest_checkpoint()
+    batches = -(-N_EVAL // 64)  # 5, the last partial.
+
+    def input_fn(repeats, with_labels):
+        def fn(params):
+            return eval_input_fn(with_labels=with_labels)(params).unbatch().repeat(
+                repeats).batch(params["batch_size"])
+        return fn
+
+    def loop_sizes(mode, hooks=None, on_tpu=False, steps=None, repeats=8):
+        session = est._inference_session(  # pylint: disable=protected-access
+            mode, input_fn(repeats, mode == "eval"), checkpoint, on_tpu, hooks)
+        try:
+            return [result.steps_run for result in session.chunks(steps)]
+        finally:
+            session.release_input()
+
+    assert inference.CPU_EVAL_LOOP_STEPS == 32
+    assert loop_sizes("eval") == [32, 6]  # 2,400 rows: 38 batches, the last partial.
+    assert loop_sizes("eval", steps=33) == [32, 1]
+    one_step = [1] * batches + [0]  # The end of input found by a call that runs none.
+    assert loop_sizes("eval", hooks=[v1.train.SessionRunHook()], repeats=1) == one_step
+    assert loop_sizes("infer", repeats=1) == one_step
+    if strategy_name == "mirrored8":
+        assert loop_sizes("eval", on_tpu=True, repeats=1) == one_step
+    # Evaluating in loops of 32 gives the one-step loops' results.
+    results = est.evaluate(eval_input_fn())
+    hooked = est.evaluate(eval_input_fn(), hooks=[v1.train.SessionRunHook()])
+    assert results == hooked

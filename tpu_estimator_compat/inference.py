@@ -4,7 +4,8 @@
 restores the checkpoint to use (or, when there is none, keeps fresh variables, set by any
 `init_from_checkpoint` of model_fn or scaffold_fn, as legacy initialised a new graph) and
 returns an `InferenceSession`, whose `chunks` run loops of up to `iterations_per_loop` steps
-until `steps` or the end of input, with hooks around each loop.
+(evaluate off TPU: at least `CPU_EVAL_LOOP_STEPS`) until `steps` or the end of input, with
+hooks around each loop.
 `evaluate` and `predict` are the only places that unpack a loop's results on the host:
 padding rows dropped, metric_fn updated (overlapped with the next loop), host_call run,
 predictions yielded one example at a time. This module never sees the facade, only
@@ -86,6 +87,19 @@ class InferenceSession:
         self.hooks.end()
 
 
+# Steps per loop of evaluate() off TPU, at least. Legacy's CPU path (use_tpu=False or
+# eval_on_tpu=False) ran one step per session.run whatever iterations_per_loop said, and
+# without hooks nothing there saw a step boundary: the results are the same for any loop
+# size. One step per call left two costs legacy did not pay in full: TF 2.21's function
+# call (a ResNet's serial eval step, `bench.probe_serial_step`: 7.3-7.8 ms a batch in a
+# tf.function, 6.9-7.2 in a TF 2.21 Session, 6.4-6.7 in TF 2.15's), and consecutive steps
+# never overlapping on the core a step leaves idle (5.7 ms a batch in a loop). A loop's memory grows with its steps
+# (each step's metric_fn tensors are kept to the end of the loop), so not without bound.
+# With hooks (`HookRunner.per_step`) a loop is still one step; predict() keeps
+# iterations_per_loop, since its consumer may stop early and a loop would run ahead.
+CPU_EVAL_LOOP_STEPS = 32
+
+
 def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime,
                  plan: inputs_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
                  checkpoint: str | None, on_tpu: bool,
@@ -95,6 +109,9 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
     # by params['batch_size']); legacy on CPU did not. On N replicas every replica needs
     # its static share, so padding is needed there whatever use_tpu says.
     padded = on_tpu or runtime.strategy.num_replicas_in_sync > 1
+    loop_steps = settings.iterations_per_loop
+    if mode == ModeKeys.EVAL and not on_tpu:
+        loop_steps = max(loop_steps, CPU_EVAL_LOOP_STEPS)
     with runtime.scope():
         source = inputs_lib.distribute_input(
             runtime.strategy, input_fn, params=settings.params, config=settings.config,
@@ -127,7 +144,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
                           if mode == ModeKeys.EVAL else None)
                 runtime.functions[key] = (loop_lib.InferenceLoop(
                     runtime.strategy, step, padded=padded, input_spec=source.replica_spec,
-                    steps_per_call=settings.iterations_per_loop, endless=source.endless,
+                    steps_per_call=loop_steps, endless=source.endless,
                     step_takes_mask=mode == ModeKeys.EVAL, metric_update=update), record)
             loop, record = runtime.functions[key]
             try:
@@ -187,7 +204,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
             init_plan.apply(runtime.registry.by_name())
         runtime.registry.reset_local_variables()
     session = InferenceSession(runtime, inference, record, iterator,
-                               settings.iterations_per_loop, None, host_metrics)
+                               loop_steps, None, host_metrics)
 
     def fetch_tensors(tensors: HookTensors) -> None:
         # Hooks fetch model_fn tensors (legacy's CPU path): a loop that returns them.
