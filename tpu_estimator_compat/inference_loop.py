@@ -147,8 +147,9 @@ class InferenceLoop:
     first replica; `loss` is the global-batch loss (row-weighted over replicas when batches
     are padded). A step may instead return `metric_inputs` (one replica), a list of tensors
     for `metric_update(list) -> {name: value after the update}`, which the loop calls on
-    each step's after the steps ran, in step order: its stateful updates then do not end
-    each loop iteration, and consecutive steps overlap (`replica_step.make_metric_update`).
+    each step's list once the steps ran, in step order: its stateful updates then do not
+    end each loop iteration, and consecutive steps overlap
+    (`replica_step.make_metric_update`).
     `trace()` traces the step once in a probe, to create its variables and learn its output
     structure before the loop's accumulators are built; the loop itself traces it once more.
 
