@@ -93,8 +93,9 @@ class InferenceSession:
 # size. One step per call left two costs legacy did not pay in full: TF 2.21's function
 # call (a ResNet's serial eval step, `bench.probe_serial_step`: 7.3-7.8 ms a batch in a
 # tf.function, 6.9-7.2 in a TF 2.21 Session, 6.4-6.7 in TF 2.15's), and consecutive steps
-# never overlapping on the core a step leaves idle (5.7 ms a batch in a loop). A loop's memory grows with its steps
-# (each step's metric_fn tensors are kept to the end of the loop), so not without bound.
+# never overlapping on the core a step leaves idle (5.7 ms a batch in a loop). A loop's
+# memory grows with its steps (each step's metric_fn tensors are kept to the end of the
+# loop), so not without bound.
 # With hooks (`HookRunner.per_step`) a loop is still one step; predict() keeps
 # iterations_per_loop, since its consumer may stop early and a loop would run ahead.
 CPU_EVAL_LOOP_STEPS = 32
