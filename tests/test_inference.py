@@ -422,3 +422,17 @@ def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
     results = est.evaluate(eval_input_fn())
     hooked = est.evaluate(eval_input_fn(), hooks=[v1.train.SessionRunHook()])
     assert results == hooked
+
+    def wide_model_fn(features, labels, mode, params):
+        """metric_fn gets 64 x 98,304 float32 a step (25.2 MB): two fit in 64 MiB."""
+        spec = models.linear_full_model_fn(features, labels, mode, params)
+        if mode != "eval":
+            return spec
+        wide = tf.tile(features, [1, 1536])
+        return TPUEstimatorSpec(mode, loss=spec.loss, eval_metrics=(
+            lambda labels, wide: {"mean": v1.metrics.mean(wide)}, [labels, wide]))
+
+    assert inference.CPU_EVAL_LOOP_BYTES == 64 << 20
+    est = make_estimator(tmp_path, make_strategy(strategy_name), wide_model_fn, ipl=1,
+                         use_tpu=False)
+    assert loop_sizes("eval", repeats=1) == [2, 2, 1]  # 5 batches.

@@ -4,8 +4,8 @@
 restores the checkpoint to use (or, when there is none, keeps fresh variables, set by any
 `init_from_checkpoint` of model_fn or scaffold_fn, as legacy initialised a new graph) and
 returns an `InferenceSession`, whose `chunks` run loops of up to `iterations_per_loop` steps
-(evaluate off TPU: at least `CPU_EVAL_LOOP_STEPS`) until `steps` or the end of input, with
-hooks around each loop.
+(evaluate off TPU: `CPU_EVAL_LOOP_STEPS` if its tensors allow, and never fewer) until `steps`
+or the end of input, with hooks around each loop.
 `evaluate` and `predict` are the only places that unpack a loop's results on the host:
 padding rows dropped, metric_fn updated (overlapped with the next loop), host_call run,
 predictions yielded one example at a time. This module never sees the facade, only
@@ -93,12 +93,36 @@ class InferenceSession:
 # size. One step per call left two costs legacy did not pay in full: TF 2.21's function
 # call (a ResNet's serial eval step, `bench.probe_serial_step`: 7.3-7.8 ms a batch in a
 # tf.function, 6.9-7.2 in a TF 2.21 Session, 6.4-6.7 in TF 2.15's), and consecutive steps
-# never overlapping on the core a step leaves idle (5.7 ms a batch in a loop). A loop's
-# memory grows with its steps (each step's metric_fn tensors are kept to the end of the
-# loop), so not without bound.
-# With hooks (`HookRunner.per_step`) a loop is still one step; predict() keeps
-# iterations_per_loop, since its consumer may stop early and a loop would run ahead.
+# never overlapping on the core a step leaves idle (5.7 ms a batch in a loop). A loop keeps
+# every step's metric_fn (and eval host_call) tensors to its end, so it is shortened to
+# hold at most CPU_EVAL_LOOP_BYTES of them, and left at iterations_per_loop when their size
+# is not known from the traced shapes. With hooks (`HookRunner.per_step`) a loop is still
+# one step; predict() keeps iterations_per_loop, since its consumer may stop early and a
+# loop would run ahead.
 CPU_EVAL_LOOP_STEPS = 32
+CPU_EVAL_LOOP_BYTES = 64 << 20
+
+
+def _cpu_eval_loop_steps(structure: dict[str, Any], global_batch_size: int | None,
+                         replicas: int, iterations_per_loop: int) -> int:
+    """Steps per evaluate() loop off TPU: see CPU_EVAL_LOOP_STEPS.
+
+    `structure` is replica 0's step outputs; every replica's are kept (gathered).
+    """
+    batch = global_batch_size // replicas if global_batch_size else None
+    step_bytes = 0
+    for spec in tf.nest.flatten([structure.get(key) for key in
+                                 ("metrics", "metric_inputs", "host_call")]):
+        if spec is None:
+            continue
+        dims = spec.shape.as_list() if spec.shape.rank is not None else None
+        if (dims is None or dims.count(None) > 1 or (None in dims and not batch)
+                or spec.dtype in (tf.string, tf.variant, tf.resource)):
+            return iterations_per_loop  # Unknown size: the loop the user asked for.
+        step_bytes += int(np.prod([batch if d is None else d for d in dims],
+                                  dtype=np.int64)) * spec.dtype.size * replicas
+    most = CPU_EVAL_LOOP_BYTES // max(step_bytes, 1)
+    return max(iterations_per_loop, min(CPU_EVAL_LOOP_STEPS, most))
 
 
 def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime,
@@ -110,9 +134,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
     # by params['batch_size']); legacy on CPU did not. On N replicas every replica needs
     # its static share, so padding is needed there whatever use_tpu says.
     padded = on_tpu or runtime.strategy.num_replicas_in_sync > 1
-    loop_steps = settings.iterations_per_loop
-    if mode == ModeKeys.EVAL and not on_tpu:
-        loop_steps = max(loop_steps, CPU_EVAL_LOOP_STEPS)
+    cpu_eval = mode == ModeKeys.EVAL and not on_tpu
     with runtime.scope():
         source = inputs_lib.distribute_input(
             runtime.strategy, input_fn, params=settings.params, config=settings.config,
@@ -145,7 +167,10 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
                           if mode == ModeKeys.EVAL else None)
                 runtime.functions[key] = (loop_lib.InferenceLoop(
                     runtime.strategy, step, padded=padded, input_spec=source.replica_spec,
-                    steps_per_call=loop_steps, endless=source.endless,
+                    # Off TPU evaluate's loop size is chosen after the trace (see
+                    # CPU_EVAL_LOOP_STEPS): one traced loop for any size.
+                    steps_per_call=None if cpu_eval else settings.iterations_per_loop,
+                    endless=source.endless,
                     step_takes_mask=mode == ModeKeys.EVAL, metric_update=update), record)
             loop, record = runtime.functions[key]
             try:
@@ -204,6 +229,10 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
             # --init_checkpoint this way). Fresh variables here: the runtime is new.
             init_plan.apply(runtime.registry.by_name())
         runtime.registry.reset_local_variables()
+    loop_steps = settings.iterations_per_loop
+    if cpu_eval:
+        loop_steps = _cpu_eval_loop_steps(inference.trace(iterator), plan.global_batch_size,
+                                          runtime.strategy.num_replicas_in_sync, loop_steps)
     session = InferenceSession(runtime, inference, record, iterator,
                                loop_steps, None, host_metrics)
 
