@@ -386,8 +386,9 @@ def test_train_distribute_alone_leaves_evaluation_undistributed(tmp_path):
 def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
                                                                        strategy_name):
     """Legacy's CPU path ran one step per session.run whatever iterations_per_loop said,
-    and without hooks no step boundary showed: evaluate runs loops of at least
-    CPU_EVAL_LOOP_STEPS steps there (the same results). With a hook a loop is one step, as
+    and without hooks no step boundary showed: evaluate runs loops of up to
+    CPU_EVAL_LOOP_STEPS steps there (the same results), fewer when metric_fn's tensors
+    would hold more than CPU_EVAL_LOOP_BYTES. With a hook a loop is one step, as
     are predict()'s at iterations_per_loop=1 (a consumer may stop early), and TPU's."""
     from tpu_estimator_compat import inference
 

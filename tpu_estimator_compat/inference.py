@@ -4,8 +4,8 @@
 restores the checkpoint to use (or, when there is none, keeps fresh variables, set by any
 `init_from_checkpoint` of model_fn or scaffold_fn, as legacy initialised a new graph) and
 returns an `InferenceSession`, whose `chunks` run loops of up to `iterations_per_loop` steps
-(evaluate off TPU: `CPU_EVAL_LOOP_STEPS` if its tensors allow, and never fewer) until `steps`
-or the end of input, with hooks around each loop.
+(evaluate off TPU: up to `CPU_EVAL_LOOP_STEPS` as its tensors allow, never fewer than
+iterations_per_loop) until `steps` or the end of input, with hooks around each loop.
 `evaluate` and `predict` are the only places that unpack a loop's results on the host:
 padding rows dropped, metric_fn updated (overlapped with the next loop), host_call run,
 predictions yielded one example at a time. This module never sees the facade, only
@@ -87,7 +87,8 @@ class InferenceSession:
         self.hooks.end()
 
 
-# Steps per loop of evaluate() off TPU, at least. Legacy's CPU path (use_tpu=False or
+# Steps per loop of evaluate() off TPU, at most (iterations_per_loop, if larger, wins;
+# see `_cpu_eval_loop_steps`). Legacy's CPU path (use_tpu=False or
 # eval_on_tpu=False) ran one step per session.run whatever iterations_per_loop said, and
 # without hooks nothing there saw a step boundary: the results are the same for any loop
 # size. One step per call left two costs legacy did not pay in full: TF 2.21's function
