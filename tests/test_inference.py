@@ -388,8 +388,9 @@ def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
     """Legacy's CPU path ran one step per session.run whatever iterations_per_loop said,
     and without hooks no step boundary showed: evaluate runs loops of up to
     CPU_EVAL_LOOP_STEPS steps there (the same results), fewer when metric_fn's tensors
-    would hold more than CPU_EVAL_LOOP_BYTES. With a hook a loop is one step, as
-    are predict()'s at iterations_per_loop=1 (a consumer may stop early), and TPU's."""
+    would hold more than CPU_EVAL_LOOP_BYTES. predict()'s loops start at
+    iterations_per_loop and double up to CPU_PREDICT_LOOP_STEPS (a consumer may stop
+    early). With a hook a loop is one step, as are TPU's."""
     from tpu_estimator_compat import inference
 
     est = make_estimator(tmp_path, make_strategy(strategy_name), ipl=1, use_tpu=False)
@@ -416,13 +417,25 @@ def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
     assert loop_sizes("eval", steps=33) == [32, 1]
     one_step = [1] * batches + [0]  # The end of input found by a call that runs none.
     assert loop_sizes("eval", hooks=[v1.train.SessionRunHook()], repeats=1) == one_step
-    assert loop_sizes("infer", repeats=1) == one_step
+    assert inference.CPU_PREDICT_LOOP_STEPS == 4
+    assert loop_sizes("infer", repeats=1) == [1, 2, 2]  # 5 batches.
+    assert loop_sizes("infer", repeats=4) == [1, 2, 4, 4, 4, 4, 0]  # 19 batches.
+    assert loop_sizes("infer", hooks=[v1.train.SessionRunHook()], repeats=1) == one_step
     if strategy_name == "mirrored8":
         assert loop_sizes("eval", on_tpu=True, repeats=1) == one_step
+        assert loop_sizes("infer", on_tpu=True, repeats=1) == one_step
     # Evaluating in loops of 32 gives the one-step loops' results.
     results = est.evaluate(eval_input_fn())
     hooked = est.evaluate(eval_input_fn(), hooks=[v1.train.SessionRunHook()])
     assert results == hooked
+    # And predicting in loops of 1, 2, 4, 4: the one-step loops' predictions, in order.
+    predicted = list(est.predict(input_fn(4, False)))
+    stepwise = list(est.predict(input_fn(4, False), hooks=[v1.train.SessionRunHook()]))
+    assert len(predicted) == len(stepwise) == 4 * N_EVAL
+    for got, want in zip(predicted, stepwise):
+        assert got.keys() == want.keys()
+        for key in got:
+            np.testing.assert_array_equal(got[key], want[key])
 
     def wide_model_fn(features, labels, mode, params):
         """metric_fn gets 64 x 98,304 float32 a step (25.2 MB): two fit in 64 MiB."""
