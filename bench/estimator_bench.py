@@ -12,7 +12,6 @@ Imported on TF 2.15 too: `tf.compat.v1` only.
 
 from __future__ import annotations
 
-import itertools
 import tempfile
 from typing import Any, Protocol
 
@@ -31,12 +30,19 @@ class Stack(Protocol):
         """Runs `steps` train steps; returns `common.stamp`s at each call's end."""
 
 
-def _consume_predictions(estimator: Any, examples: int) -> None:
-    """Pulls `examples` single-example predictions, as a user iterating predict() does."""
-    predictions = estimator.predict(models_v1.predict_input_fn)
-    for _ in itertools.islice(predictions, examples):
-        pass
-    predictions.close()
+def _consume_predictions(estimator: Any, batches: int, batch_size: int) -> None:
+    """Iterates predict() over an input of `batches` batches to its end, one example at a
+    time, as a user predicting a test set does.
+
+    The input ends rather than the consumer stopping early: a stack that computes a batch
+    or more ahead of its consumer (the shim off TPU, up to 3; legacy on TPU, up to
+    iterations_per_loop - 1) would otherwise be timed for batches nobody reads, and the
+    larger of the two timed calls stops partway through a loop that the smaller does not.
+    """
+    count = sum(1 for _ in estimator.predict(models_v1.finite_predict_input_fn(batches)))
+    if count != batches * batch_size:
+        raise RuntimeError(f"predict() gave {count} examples for {batches} batches of "
+                           f"{batch_size}")
 
 
 def measure(spec: dict[str, Any], stack: Stack) -> dict[str, Any]:
@@ -61,5 +67,5 @@ def measure(spec: dict[str, Any], stack: Stack) -> dict[str, Any]:
     common.add_inference_figures(
         spec, result, batch,
         evaluate=lambda steps: estimator.evaluate(models_v1.eval_input_fn, steps=steps),
-        predict=lambda steps: _consume_predictions(estimator, steps * batch))
+        predict=lambda steps: _consume_predictions(estimator, steps, batch))
     return result

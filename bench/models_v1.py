@@ -160,4 +160,12 @@ def eval_input_fn(params: dict[str, Any]) -> Any:
 
 
 def predict_input_fn(params: dict[str, Any]) -> Any:
+    """The test digits' features, repeated: any number of batches can be read."""
     return _dataset(params, "test", labels=False, shuffle=False)
+
+
+def finite_predict_input_fn(batches: int) -> Callable[[dict[str, Any]], Any]:
+    """predict_input_fn ending after `batches` batches, as a user's test set ends."""
+    def input_fn(params: dict[str, Any]) -> Any:
+        return predict_input_fn(params).take(batches)
+    return input_fn
