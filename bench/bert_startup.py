@@ -1,20 +1,32 @@
 """BERT-base start-up, split: resident memory at each phase, time to first step, and the
 effect of the model's own optimizer.
 
-`python -m bench.bert_startup {shim,tf2} [REPLICAS] [--fused-adam]` (from the repository root;
-nothing else running) runs `run_bert`'s start-up of one contender on REPLICAS logical CPUs
-(default 1): the shim on the CPU allocator its launcher picks for that many replicas (BFC
-on 2 or more), the TF2 loop on TensorFlow's default. It prints the process's resident and peak memory before and after the
-trace, the step-0 checkpoint and the first step, then the time to first step.
-`--fused-adam` (shim only) swaps `run_classifier`'s `AdamWeightDecayOptimizer`, which
-assigns each variable and slot itself, for `tf.compat.v1.train.AdamOptimizer`, whose fused
-`ResourceApplyAdam` the TF2 loop's Keras Adam also uses: the figures in bench/RESULTS.md
-("BERT start-up on 8 replicas") come from it. A development probe, not a contender: the
-harness never runs it.
+`python -m bench.bert_startup {shim,tf2} [REPLICAS] [--fused-adam] [--layer-norm-op]`
+(from the repository root; nothing else running) runs `run_bert`'s start-up of one
+contender on REPLICAS logical CPUs (default 1): the shim on the CPU allocator its launcher picks for that many
+replicas (BFC on 2 or more), the TF2 loop on TensorFlow's default. It prints the process's
+resident and peak memory before and after the trace, the step-0 checkpoint and the first
+step, with TensorFlow's own count of the bytes its tensors hold on `CPU:0` (current and
+peak: what the model's step needs, apart from graphs, Python and the allocator's slack),
+the size of the traced train step (ops of the largest graph, by type), then the time to
+first step. Options, shim only, each a change to the model code (not the shim) that shows
+how much of a difference to the TF2 loop that code makes:
+
+* `--fused-adam` swaps `run_classifier`'s `AdamWeightDecayOptimizer`, which assigns each
+  variable and slot itself, for `tf.compat.v1.train.AdamOptimizer`, whose fused
+  `ResourceApplyAdam` the TF2 loop's Keras Adam also uses: the figures in
+  bench/results/HISTORY.md ("BERT start-up on 8 replicas") come from it.
+* `--layer-norm-op` computes BERT's layer norm with `tf.nn.batch_normalization` over the
+  moments instead of BERT's own arithmetic (`(x - mean) * rsqrt(variance + eps) * gamma +
+  beta`): the same function with fewer activations kept for the backward pass, nearer
+  what the TF2 loop's Keras `LayerNormalization` keeps.
+
+A development probe, not a contender: the harness never runs it.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import shutil
 import sys
@@ -33,12 +45,14 @@ def _memory(tag: str) -> None:
         fields = dict(line.split(":", 1) for line in status
                       if line.startswith(("VmHWM", "VmRSS")))
     print(f"memory {tag:28s} peak {fields['VmHWM'].strip():>12s}  "
-          f"resident {fields['VmRSS'].strip():>12s}  at {time.perf_counter() - _START:7.1f} s",
-          flush=True)
+          f"resident {fields['VmRSS'].strip():>12s}  at {time.perf_counter() - _START:7.1f} s"
+          f"  {_tensor_bytes()}", flush=True)
 
 
-def _measured(owner: Any, name: str, tag: str, at_least: float = 0.0) -> None:
-    """Prints memory and time around every call of `owner.name` that takes `at_least` s."""
+def _measured(owner: Any, name: str, tag: str, at_least: float = 0.0,
+              then: Callable[[], None] = lambda: None) -> None:
+    """Prints memory and time around every call of `owner.name` that takes `at_least` s,
+    and calls `then` after each such call."""
     original: Callable[..., Any] = getattr(owner, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -50,9 +64,57 @@ def _measured(owner: Any, name: str, tag: str, at_least: float = 0.0) -> None:
             if at_least:
                 print(f"{tag} took {time.perf_counter() - start:.1f} s", flush=True)
             _memory(f"after {tag}")
+            then()
         return result
 
     setattr(owner, name, wrapper)
+
+
+def _tensor_bytes() -> str:
+    """TensorFlow's count of the bytes its tensors hold on CPU:0 now and at most so far."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    try:
+        info = tf.config.experimental.get_memory_info("CPU:0")
+    except (ValueError, RuntimeError) as e:  # TensorFlow's default (malloc) keeps none.
+        del e
+        return "(no tensor statistics from this allocator; TF_CPU_ALLOCATOR_USE_BFC=true has them)"
+    return (f"tensors on CPU:0 {info['current'] / 2**20:9.1f} MB, "
+            f"at most {info['peak'] / 2**20:9.1f} MB")
+
+
+def _graph_ops() -> None:
+    """Prints the op count of the largest live graph (the train loop's body), by type."""
+    import gc  # pylint: disable=import-outside-toplevel
+
+    from tensorflow.python.framework import ops  # pylint: disable=import-outside-toplevel
+
+    graphs = [o for o in gc.get_objects() if isinstance(o, ops.Graph)]
+    if not graphs:
+        return
+    largest = max(graphs, key=lambda g: len(g.get_operations()))
+    types = collections.Counter(op.type for op in largest.get_operations())
+    print(f"largest graph: {len(largest.get_operations())} ops; "
+          + ", ".join(f"{t} {n}" for t, n in types.most_common(12)), flush=True)
+
+
+def _layer_norm_op() -> None:
+    sys.path.insert(0, os.path.join(REPO, "legacy_models", "bert"))
+    import modeling  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def layer_norm(input_tensor: Any, name: str = "LayerNorm", epsilon: float = 1e-12) -> Any:
+        with tf.compat.v1.variable_scope(name):
+            depth = input_tensor.shape[-1]
+            gamma = tf.compat.v1.get_variable("gamma", [depth],
+                                              initializer=tf.compat.v1.ones_initializer())
+            beta = tf.compat.v1.get_variable("beta", [depth],
+                                             initializer=tf.compat.v1.zeros_initializer())
+            mean, variance = tf.nn.moments(input_tensor, axes=[-1], keepdims=True)
+            return tf.nn.batch_normalization(input_tensor, mean, variance, beta, gamma,
+                                             epsilon)
+
+    modeling.layer_norm = layer_norm
 
 
 def _fused_adam() -> None:
@@ -75,10 +137,10 @@ def _fused_adam() -> None:
 def main(argv: list[str]) -> None:
     contender = argv[1] if len(argv) > 1 else "shim"
     replicas = int(argv[2]) if len(argv) > 2 and argv[2].isdigit() else 1
-    fused = "--fused-adam" in argv
-    if contender not in ("shim", "tf2") or (fused and contender != "shim"):
+    fused, layer_norm = "--fused-adam" in argv, "--layer-norm-op" in argv
+    if contender not in ("shim", "tf2") or ((fused or layer_norm) and contender != "shim"):
         raise SystemExit("usage: python -m bench.bert_startup {shim,tf2} [REPLICAS] "
-                         "[--fused-adam (shim only)]")
+                         "[--fused-adam] [--layer-norm-op] (the options: shim only)")
     for name, value in (("TF_ENABLE_ONEDNN_OPTS", "0"), ("TF_USE_LEGACY_KERAS", "1"),
                         ("TF_CPP_MIN_LOG_LEVEL", "2")):
         os.environ.setdefault(name, value)
@@ -91,12 +153,14 @@ def main(argv: list[str]) -> None:
     names = devices.split_cpu(replicas)
     if fused:
         _fused_adam()
+    if layer_norm:
+        _layer_norm_op()
     # Both contenders: the trace of every function TensorFlow compiles (the train loop's is
     # the long one); what follows the last trace up to the end is the first call's graph
     # optimisation and its step.
     from tensorflow.python.eager.polymorphic_function import tracing_compilation  # pylint: disable=import-outside-toplevel
 
-    _measured(tracing_compilation, "trace_function", "a trace", at_least=1.0)
+    _measured(tracing_compilation, "trace_function", "a trace", at_least=1.0, then=_graph_ops)
     if contender == "shim":
         from tpu_estimator_compat import loop, save_policy  # pylint: disable=import-outside-toplevel
 
