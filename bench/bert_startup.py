@@ -7,7 +7,8 @@ contender on REPLICAS logical CPUs (default 1): the shim on the CPU allocator it
 replicas (BFC on 2 or more), the TF2 loop on TensorFlow's default. It prints the process's
 resident and peak memory before and after the trace, the step-0 checkpoint and the first
 step, with TensorFlow's own count of the bytes its tensors hold on `CPU:0` (current and
-peak: what the model's step needs, apart from graphs, Python and the allocator's slack),
+peak: what the model's step needs, apart from graphs, Python and the allocator's slack) and
+the resident size of the large anonymous mappings (on BFC: its pool),
 the size of the traced train step (ops of the largest graph, by type), then the time to
 first step. Options, shim only, each a change to the model code (not the shim) that shows
 how much of a difference to the TF2 loop that code makes:
@@ -46,7 +47,7 @@ def _memory(tag: str) -> None:
                       if line.startswith(("VmHWM", "VmRSS")))
     print(f"memory {tag:28s} peak {fields['VmHWM'].strip():>12s}  "
           f"resident {fields['VmRSS'].strip():>12s}  at {time.perf_counter() - _START:7.1f} s"
-          f"  {_tensor_bytes()}", flush=True)
+          f"  {_tensor_bytes()}; {_large_mappings()}", flush=True)
 
 
 def _measured(owner: Any, name: str, tag: str, at_least: float = 0.0,
@@ -68,6 +69,26 @@ def _measured(owner: Any, name: str, tag: str, at_least: float = 0.0,
         return result
 
     setattr(owner, name, wrapper)
+
+
+def _large_mappings() -> str:
+    """Resident MiB in anonymous mappings of 64 MiB or more, and how many there are.
+
+    On the BFC allocator these are its pool's regions (it grows by doubling), so their
+    resident size against TensorFlow's tensor count is what the pool keeps beyond the
+    tensors; glibc's own heap and small mappings are not counted.
+    """
+    sizes: list[tuple[int, int]] = []
+    with open("/proc/self/smaps", encoding="ascii", errors="replace") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and not fields[0].endswith(":"):
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                sizes.append((end - start if len(fields) == 5 else 0, 0))
+            elif fields[0] == "Rss:" and sizes:
+                sizes[-1] = (sizes[-1][0], int(fields[1]) * 1024)
+    large = [rss for size, rss in sizes if size >= 64 << 20]
+    return f"anonymous mappings >= 64 MiB: {len(large)}, resident {sum(large) / 2**20:.0f} MiB"
 
 
 def _tensor_bytes() -> str:
