@@ -3,14 +3,14 @@ effect of the model's own optimizer.
 
 `python -m bench.bert_startup {shim,tf2} [REPLICAS] [--fused-adam] [--layer-norm-op]`
 (from the repository root; nothing else running) runs `run_bert`'s start-up of one
-contender on REPLICAS logical CPUs (default 1): the shim on the CPU allocator its launcher picks for that many
-replicas (BFC on 2 or more), the TF2 loop on TensorFlow's default. It prints the process's
-resident and peak memory before and after the trace, the step-0 checkpoint and the first
-step, with TensorFlow's own count of the bytes its tensors hold on `CPU:0` (current and
-peak: what the model's step needs, apart from graphs, Python and the allocator's slack) and
-the resident size of the large anonymous mappings (on BFC: its pool),
-the size of the traced train step (ops of the largest graph, by type), then the time to
-first step. Options, shim only, each a change to the model code (not the shim) that shows
+contender on REPLICAS logical CPUs (default 1): the shim on the CPU allocator its launcher
+picks for that many replicas (BFC on 2 or more), the TF2 loop on TensorFlow's default. It
+prints the process's resident and peak memory before and after the trace, the step-0
+checkpoint and the first step, with TensorFlow's own count of the bytes its tensors hold on
+`CPU:0` (current and peak: what the model's step needs, apart from graphs, Python and the
+allocator's slack) and the resident size of the large anonymous mappings (on BFC: its
+pool), the size of the traced train step (ops of the largest graph, by type), then the time
+to first step. Options, shim only, each a change to the model code (not the shim) that shows
 how much of a difference to the TF2 loop that code makes:
 
 * `--fused-adam` swaps `run_classifier`'s `AdamWeightDecayOptimizer`, which assigns each
@@ -34,8 +34,6 @@ import sys
 import tempfile
 import time
 from typing import Any, Callable
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 _START = time.perf_counter()
@@ -82,9 +80,10 @@ def _large_mappings() -> str:
     with open("/proc/self/smaps", encoding="ascii", errors="replace") as smaps:
         for line in smaps:
             fields = line.split()
-            if "-" in fields[0] and not fields[0].endswith(":"):
+            if "-" in fields[0] and not fields[0].endswith(":"):  # A mapping's header line.
                 start, end = (int(x, 16) for x in fields[0].split("-"))
-                sizes.append((end - start if len(fields) == 5 else 0, 0))
+                anonymous = len(fields) == 5  # No path (a file, [heap], [stack], ...).
+                sizes.append((end - start if anonymous else 0, 0))
             elif fields[0] == "Rss:" and sizes:
                 sizes[-1] = (sizes[-1][0], int(fields[1]) * 1024)
     large = [rss for size, rss in sizes if size >= 64 << 20]
@@ -97,8 +96,7 @@ def _tensor_bytes() -> str:
 
     try:
         info = tf.config.experimental.get_memory_info("CPU:0")
-    except (ValueError, RuntimeError) as e:  # TensorFlow's default (malloc) keeps none.
-        del e
+    except (ValueError, RuntimeError):  # TensorFlow's default (malloc) keeps none.
         return "(no tensor statistics from this allocator; TF_CPU_ALLOCATOR_USE_BFC=true has them)"
     return (f"tensors on CPU:0 {info['current'] / 2**20:9.1f} MB, "
             f"at most {info['peak'] / 2**20:9.1f} MB")
@@ -119,9 +117,20 @@ def _graph_ops() -> None:
           + ", ".join(f"{t} {n}" for t, n in types.most_common(12)), flush=True)
 
 
+def _bert_module(name: str) -> Any:
+    """A module of `legacy_models/bert` (they import each other top-level), imported."""
+    import importlib  # pylint: disable=import-outside-toplevel
+
+    from bench import run_bert  # pylint: disable=import-outside-toplevel
+
+    folder = run_bert.bert_dir()
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
 def _layer_norm_op() -> None:
-    sys.path.insert(0, os.path.join(REPO, "legacy_models", "bert"))
-    import modeling  # pylint: disable=import-outside-toplevel
+    modeling = _bert_module("modeling")
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     def layer_norm(input_tensor: Any, name: str = "LayerNorm", epsilon: float = 1e-12) -> Any:
@@ -139,8 +148,7 @@ def _layer_norm_op() -> None:
 
 
 def _fused_adam() -> None:
-    sys.path.insert(0, os.path.join(REPO, "legacy_models", "bert"))
-    import optimization  # pylint: disable=import-outside-toplevel
+    optimization = _bert_module("optimization")
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     class FusedAdam(tf.compat.v1.train.AdamOptimizer):

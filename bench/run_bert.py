@@ -120,8 +120,8 @@ def _bert_gelu(x: Any) -> Any:
     """BERT's GELU: the tanh approximation, as `modeling.gelu` (and TF Model Garden's BERT).
 
     Keras' `activation="gelu"` is the exact, erf form: another function, and one whose
-    backward pass keeps fewer activations (on BERT-base at batch 8, ~170 MB less at the
-    peak, bench/RESULTS.md), so the hand-written loop computes the model_fn's GELU.
+    backward pass keeps fewer activations (on BERT-base at batch 8, ~150-170 MiB less at
+    the peak, bench/RESULTS.md), so the hand-written loop computes the model_fn's GELU.
     """
     import tensorflow as tf
 
