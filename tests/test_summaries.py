@@ -579,6 +579,41 @@ def test_host_call_merge_all_writes_each_v1_summary_once(tmp_path):
     assert written == [(0, "loss_hist"), (0, "loss_v1"), (1, "loss_hist"), (1, "loss_v1")]
 
 
+def test_host_call_ignores_v1_summaries_made_eagerly_before_it(tmp_path):
+    """An eager v1 summary op made earlier in the process is not host_call fn's.
+
+    It lands, as an eager tensor, in the global graph's SUMMARIES collection, which a
+    function graph copies: host_call then failed (`Tensor.op is undefined when eager
+    execution is enabled`) or, through `merge_all`, wrote the stale value at every step.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    key = tf.compat.v1.GraphKeys.SUMMARIES
+    before = list(graph.get_collection(key))
+    v1.summary.scalar("made_eagerly_before", 7.0)
+    assert len(graph.get_collection(key)) == len(before) + 1
+
+    def host_call_fn(loss):
+        v1.summary.scalar("created_only", loss[0])
+        v1.summary.histogram("merged_all", loss)
+        return v1.summary.merge_all()
+
+    try:
+        runner = summaries.HostCallRunner(host_call_fn, [tf.TensorSpec([2], tf.float32)],
+                                          str(tmp_path))
+        for step in range(2):
+            runner.run([np.array([step, 1.0], np.float32)], global_step=step)
+        runner.close()
+    finally:
+        graph.clear_collection(key)
+        for item in before:
+            graph.add_to_collection(key, item)
+    written = sorted((event.step, value.tag)
+                     for path in glob.glob(os.path.join(str(tmp_path), "events.out.*"))
+                     for event in v1.train.summary_iterator(path)
+                     for value in event.summary.value)
+    assert written == [(0, "created_only"), (0, "merged_all"),
+                       (1, "created_only"), (1, "merged_all")]
+
 # A TF2 summary writer created inside model_fn (SimCLR), replayed against
 # tests/goldens/model_fn_summary_writer/legacy.json (tests/legacy_recorder/model_fn_summary_writer.py).
 

@@ -130,6 +130,12 @@ class HostCallRunner:
 
     def _graph_call(self, flat: list[tf.Tensor], step: tf.Tensor) -> list[tf.Tensor]:
         """fn in the function graph; returns every v1 summary proto it made (see class)."""
+        # Legacy built fn into a graph whose SUMMARIES held model_fn's summaries at most,
+        # never the caller's. A function graph starts with a copy of the outer graph's
+        # collections: an eager `tf.compat.v1.summary.scalar` made anywhere earlier in the
+        # process (a script's own, a library's) is there as an eager tensor, and `merge_all`
+        # or the collection read below would take it. The copy is this graph's own.
+        tf.compat.v1.get_default_graph().clear_collection(tf.compat.v1.GraphKeys.SUMMARIES)
         previous_step = tf.summary.experimental.get_step()
         tf.summary.experimental.set_step(step)
         try:
