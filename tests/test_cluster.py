@@ -258,3 +258,26 @@ def test_tf_config_rpc_layer_reaches_the_resolver(monkeypatch):
     resolver = cluster.multi_worker_resolver(None, _parsed())
     assert resolver.rpc_layer == "grpc"
     assert resolver.master() == "grpc://127.0.0.1:2"
+
+
+_CHIEF_AND_TWO = tf.train.ClusterSpec({"chief": ["127.0.0.1:1"],
+                                       "worker": ["127.0.0.1:2", "127.0.0.1:3"]})
+
+
+@pytest.mark.parametrize("reason, lost", [
+    # Worker 1 frozen, as worker 0 heard it from the chief's coordination service (seen with
+    # the suite on two processes): the relaying chief is not lost.
+    ("Collective ops is aborted by: Error reported from /job:worker/task:1: The following "
+     "tasks are unhealthy (stopped sending heartbeats): /job:worker/replica:0/task:1 The "
+     "tasks have crashed. The error could be from a previous operation. Restart your program "
+     "to reset. Additional GRPC error information from remote target "
+     "/job:chief/replica:0/task:0 while calling /tensorflow.CoordinationService/PollForError",
+     ["worker/1"]),
+    # The chief itself frozen: worker 0's own heartbeats to it go unanswered.
+    ("Deadline Exceeded Additional GRPC error information from remote target "
+     "/job:chief/replica:0/task:0 while calling /tensorflow.CoordinationService/Heartbeat",
+     ["chief/0"]),
+    ("failed to connect to all addresses; 127.0.0.1:3", ["worker/1"]),
+])
+def test_lost_tasks_are_the_ones_the_engine_names_not_its_relay(reason, lost):
+    assert cluster._lost_tasks(reason, _CHIEF_AND_TWO, "worker/0") == lost

@@ -229,16 +229,22 @@ def _engine_reason(error: tf.errors.OpError) -> str:
 
 
 def _lost_tasks(reason: str, spec: tf.train.ClusterSpec, here: str) -> list[str]:
-    """The tasks the engine's message names (by task name or address), this one excepted."""
+    """The tasks the engine's message names (by task name or address), this one excepted.
+
+    "Additional GRPC error information from remote target /job:chief/..." names the task
+    that relayed the error (the coordination service's), not one that was lost.
+    """
+    named = re.sub(r"remote target \S+", "", reason)
     found = [f"{job}/{task}" for job, task in
-             re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", reason)]
+             re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", named)]
     for job in spec.jobs:
         for task in range(spec.num_tasks(job)):
-            if spec.task_address(job, task) in reason:
+            if spec.task_address(job, task) in named:
                 found.append(f"{job}/{task}")
-    if not found and "CoordinationService/Heartbeat" in reason:
-        # This task's own heartbeats went unanswered: the task running the coordination
-        # service (the chief, else worker 0) is the one that fell silent.
+    if not found and "CoordinationService/" in reason:
+        # A call to the coordination service failed and no other task is named (this
+        # task's heartbeats went unanswered): the task running the service (the chief,
+        # else worker 0) is the one that fell silent.
         found.append("chief/0" if "chief" in spec.jobs else "worker/0")
     return [t for t in dict.fromkeys(found) if t != here]
 
