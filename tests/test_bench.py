@@ -20,6 +20,9 @@ ROW = re.compile(r"^\| mlp \| 1 \| 10 \| (?P<figure>[^|]+?) \| shim (?P<shim>[^|
                  r"(?P<result>PASS|FAIL) \|$", re.M)
 
 
+# The whole harness end to end (~35-65 s on a busy 2-core machine); the default run
+# keeps the unit tests of its parts.
+@pytest.mark.slow
 def test_bench_prints_ratio_rows():
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "--workloads", "mlp", "--contenders", "shim,tf2",

@@ -423,8 +423,11 @@ def test_cpu_path_metrics_of_an_empty_evaluation_are_their_initial_values(tmp_pa
     assert type(results["true_pos"]) is np.float32
 
 
-@pytest.mark.parametrize("table_in_metric_fn", [False, True])
-@pytest.mark.parametrize("use_tpu", [False, True])
+# Each flag's path runs in the default run; the mixed pairs are opt-in (`-m slow`).
+@pytest.mark.parametrize("use_tpu, table_in_metric_fn", [
+    (False, False), (True, True),
+    pytest.param(True, False, marks=pytest.mark.slow),
+    pytest.param(False, True, marks=pytest.mark.slow)])
 def test_metric_fn_using_a_table_on_several_replicas(tmp_path, use_tpu, table_in_metric_fn):
     """On TPU (legacy: the host part of the TPU computation's graph) and on several replicas
     metric_fn sees every replica's real rows once, padding dropped. A table metric_fn makes

@@ -296,8 +296,11 @@ def every_global_variable_model_fn(features, labels, mode, params):
                             eval_metrics=metrics if mode == "eval" else None)
 
 
-@pytest.mark.parametrize("root_scope_map", [False, True])
-@pytest.mark.parametrize("use_tpu", [False, True])
+# Each flag's path runs in the default run; the mixed pairs are opt-in (`-m slow`).
+@pytest.mark.parametrize("use_tpu, root_scope_map", [
+    (False, False), (True, True),
+    pytest.param(True, False, marks=pytest.mark.slow),
+    pytest.param(False, True, marks=pytest.mark.slow)])
 def test_init_from_checkpoint_naming_the_global_step_resumes_its_count(tmp_path, strategy,
                                                                         use_tpu, root_scope_map):
     """A map naming `global_step`, or the root scope `{'/': '/'}`, set it from the checkpoint,
