@@ -614,6 +614,7 @@ def test_host_call_ignores_v1_summaries_made_eagerly_before_it(tmp_path):
     assert written == [(0, "created_only"), (0, "merged_all"),
                        (1, "created_only"), (1, "merged_all")]
 
+
 # A TF2 summary writer created inside model_fn (SimCLR), replayed against
 # tests/goldens/model_fn_summary_writer/legacy.json (tests/legacy_recorder/model_fn_summary_writer.py).
 
