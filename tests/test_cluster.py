@@ -117,6 +117,51 @@ def test_gather_on_one_client_concatenates_local_replicas_any_dtype():
     assert names.numpy().tolist() == [str(i).encode() for i in np.repeat(np.arange(8), 2)]
 
 
+@pytest.mark.parametrize("reduce_op", ["SUM", "MEAN"])
+def test_reduce_to_host_sums_replicas_left_to_right_in_any_graph(reduce_op):
+    strategy = make_strategy("mirrored8")
+    reduce_op = tf.distribute.ReduceOp(reduce_op)
+    rng = np.random.default_rng(0)
+    # Magnitudes over seven decades: another order of the adds rounds differently.
+    rows = (rng.standard_normal((8, 100))
+            * 10.0 ** rng.integers(-3, 4, (8, 100))).astype(np.float32)
+    table = tf.constant(rows)
+
+    @tf.function
+    def reduced():
+        # Scalars, as the loss is: 100 of them, in one graph.
+        per_replica = strategy.run(lambda: tf.unstack(table[
+            tf.distribute.get_replica_context().replica_id_in_sync_group]))
+        return [(strategy.reduce(reduce_op, part, axis=None),
+                 cluster.reduce_to_host(strategy, reduce_op, part))
+                for part in per_replica]
+
+    left_to_right = rows[0]
+    for row in rows[1:]:
+        left_to_right = left_to_right + row  # float32, as tf.add_n's kernel adds.
+    if reduce_op == tf.distribute.ReduceOp.MEAN:
+        left_to_right = left_to_right / np.float32(8)
+    pairs = np.array([[float(a), float(b)] for a, b in reduced()], np.float32)
+    assert pairs[:, 1].tobytes() == left_to_right.tobytes()
+    # strategy.reduce's AddN, regrouped by grappler, differs by rounding only.
+    scale = np.abs(rows).sum(axis=0) / (8 if reduce_op == tf.distribute.ReduceOp.MEAN else 1)
+    assert np.all(np.abs(pairs[:, 0] - pairs[:, 1]) <= 1e-6 * scale)
+    graph = reduced.get_concrete_function().graph
+    widest = max((len(op.inputs) for op in graph.get_operations() if op.type == "AddN"),
+                 default=0)
+    assert widest == 8  # strategy.reduce's; reduce_to_host made none.
+    # No two chained adds on one device: grappler's arithmetic optimizer would merge them
+    # into the AddN its memory optimizer rewrites.
+    adds = [op for op in graph.get_operations() if op.type in ("Add", "AddV2")]
+    assert len(adds) >= 7 * 100
+    for op in adds:
+        for source in op.inputs:
+            assert source.op.type not in ("Add", "AddV2") or source.op.device != op.device
+    # A value that is not per-replica goes to strategy.reduce unchanged.
+    if reduce_op == tf.distribute.ReduceOp.MEAN:
+        assert float(cluster.reduce_to_host(strategy, reduce_op, tf.constant(2.5))) == 2.5
+
+
 class _FakeSync:
     """Stands in for cluster.WorkerSync: what the chief says, and the barriers passed."""
 

@@ -346,6 +346,50 @@ def gather(strategy: tf.distribute.Strategy, value: Any, what: str = "tensor") -
     return tf.cast(strategy.gather(widened, axis=0), dtype)
 
 
+# TensorFlow's AddN kernel (aggregate_ops) adds up to 9 inputs left to right in one pass;
+# beyond that it adds groups of 8 to a running sum.
+_ONE_PASS_ADD_N = 9
+
+
+def reduce_to_host(strategy: tf.distribute.Strategy, reduce_op: tf.distribute.ReduceOp,
+                   value: Any) -> tf.Tensor:
+    """`strategy.reduce(reduce_op, value, axis=None)`, summed left to right, without AddN.
+
+    On one machine's MirroredStrategy TensorFlow sums the replicas' copies with one AddN on
+    the host, which grappler then rewrites. Its memory optimizer turns an AddN of more than
+    two inputs into a temporary variable and in-place adds, in the order the inputs arrive,
+    when one of them is alive at the graph's estimated memory peak, and then estimates the
+    whole graph's memory again. On BERT-base over 8 replicas it picked the step's loss: the
+    pass took 12.0 s instead of 4.7 s of the first call's graph optimisation (`python -m
+    bench.bert_startup shim 8`). Its arithmetic optimizer regroups the AddN's adds too: on 8
+    scalars the result differed in the last bit from the left-to-right sum in 130 of 300
+    cases (tests/test_cluster.py).
+
+    Here the sum is the AddN kernel's own: left to right (as `tf.add_n` computes up to 9
+    inputs), each add on its right operand's device. Grappler's arithmetic optimizer merges
+    a chain of adds into an AddN only on one device, so none forms: the value is the same
+    on every run and every machine. Elsewhere (one or two replicas, more than 9, several
+    workers, TPUs, values that are not per-replica) it is `strategy.reduce`.
+    """
+    parts = strategy.experimental_local_results(value)
+    if (not 2 < len(parts) <= _ONE_PASS_ADD_N or is_multi_client(strategy)
+            or not isinstance(strategy, _ONE_HOST_MIRRORED)
+            or not isinstance(value, tf.types.experimental.distributed.PerReplica)
+            or reduce_op not in (tf.distribute.ReduceOp.SUM, tf.distribute.ReduceOp.MEAN)):
+        return strategy.reduce(reduce_op, value, axis=None)
+    total = parts[0]
+    for part in parts[1:]:
+        with tf.device(part.device):
+            total = total + part
+    # Where `strategy.reduce` puts its result without a device scope: the host's first CPU.
+    with tf.device("/device:CPU:0"):
+        return (total / len(parts) if reduce_op == tf.distribute.ReduceOp.MEAN
+                else tf.identity(total))
+
+
+_ONE_HOST_MIRRORED = (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy)
+
+
 def count_rows(strategy: tf.distribute.Strategy, mask: Any) -> tf.Tensor:
     """Real rows (mask True) of one step over every replica of every worker, as int32.
 

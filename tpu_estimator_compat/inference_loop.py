@@ -271,8 +271,9 @@ class InferenceLoop:
             "inputs": list(first.get("metric_inputs", [])),
         }
         if "loss" in self._structure:
-            total = strategy.reduce(tf.distribute.ReduceOp.SUM, out["loss_sum"], axis=None)
-            count = strategy.reduce(tf.distribute.ReduceOp.SUM, out["rows"], axis=None)
+            total = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.SUM,
+                                               out["loss_sum"])
+            count = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.SUM, out["rows"])
             result["loss"] = total / tf.maximum(count, 1.0)
         return result
 

@@ -131,7 +131,7 @@ def make_multi_step_train_fn(
                 fetched: list[tf.TensorArray], element: Any) -> tuple:
         features, labels = inputs_lib.split_element(element)
         out = strategy.run(replica_fn, args=(features, labels))
-        loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, out["loss"], axis=None)
+        loss = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.MEAN, out["loss"])
         start = (tf.cast(strategy.experimental_local_results(out["step"])[0], tf.int64)
                  if "step" in out else tf.constant(-1, tf.int64))
         if specs:
