@@ -361,9 +361,9 @@ def reduce_to_host(strategy: tf.distribute.Strategy, reduce_op: tf.distribute.Re
     when one of them is alive at the graph's estimated memory peak, and then estimates the
     whole graph's memory again. On BERT-base over 8 replicas it picked the step's loss: the
     pass took 12.0 s instead of 4.7 s of the first call's graph optimisation (`python -m
-    bench.bert_startup shim 8`). Its arithmetic optimizer regroups the AddN's adds too: on 8
-    scalars the result differed in the last bit from the left-to-right sum in 130 of 300
-    cases (tests/test_cluster.py).
+    bench.bert_startup shim 8`). Its arithmetic optimizer regroups the AddN's adds too: in a
+    tf.function, the sum of 8 scalars differed in the last bit from the left-to-right sum
+    in 130 of 300 cases.
 
     Here the sum is the AddN kernel's own: left to right (as `tf.add_n` computes up to 9
     inputs), each add on its right operand's device. Grappler's arithmetic optimizer merges
