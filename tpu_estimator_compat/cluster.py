@@ -372,7 +372,8 @@ def reduce_to_host(strategy: tf.distribute.Strategy, reduce_op: tf.distribute.Re
     workers, TPUs, values that are not per-replica) it is `strategy.reduce`.
     """
     parts = strategy.experimental_local_results(value)
-    if (not 2 < len(parts) <= _ONE_PASS_ADD_N or is_multi_client(strategy)
+    # MultiWorkerMirroredStrategy is not a MirroredStrategy: several workers fall through.
+    if (not 2 < len(parts) <= _ONE_PASS_ADD_N
             or not isinstance(strategy, _ONE_HOST_MIRRORED)
             or not isinstance(value, tf.types.experimental.distributed.PerReplica)
             or reduce_op not in (tf.distribute.ReduceOp.SUM, tf.distribute.ReduceOp.MEAN)):
