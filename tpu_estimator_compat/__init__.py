@@ -7,9 +7,8 @@ has not set it, because TensorFlow reads it at the first `tf.keras` access and r
 need Keras 2 (see `keras_env.py`).
 """
 
-from tpu_estimator_compat import keras_env as _keras_env
-
-_keras_env.prefer_legacy_keras()
+# First: keras_env sets TF_USE_LEGACY_KERAS before anything imports TensorFlow.
+from tpu_estimator_compat import keras_env as _keras_env  # noqa: F401
 
 from tpu_estimator_compat.aliases import install_aliases  # noqa: E402
 from tpu_estimator_compat.config import InputPipelineConfig  # noqa: E402

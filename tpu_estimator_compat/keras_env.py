@@ -2,9 +2,10 @@
 
 TF 2.16+ routes `tf.keras` to Keras 3 unless `TF_USE_LEGACY_KERAS=1` is set before Keras is
 first touched, and Keras 3 has no `tf.compat.v1.layers`. TensorFlow reads the variable lazily,
-at the first `tf.keras` access, so `prefer_legacy_keras()` (run when this package is imported)
-sets it when the user has not chosen, and `check_legacy_keras()` (run by the TPUEstimator
-constructor) fails with the fix when Keras 3 was already loaded.
+at the first `tf.keras` access, so `prefer_legacy_keras()` (run when this package is imported,
+before it imports TensorFlow) sets it when the user has not chosen, and
+`check_legacy_keras()` (run by the TPUEstimator constructor) fails with the fix when Keras 3
+was already loaded.
 
 `tf1_graph_keras()` shows the Keras and TF1 code that model_fn runs the TF1 graph it was written
 for: `executing_eagerly_outside_functions()` is False inside it, as in legacy's graph. Keras
@@ -28,8 +29,6 @@ from typing import Any, Callable, Iterator
 
 from absl import logging
 
-from tpu_estimator_compat import _tf_patches, _tf_private
-
 ENV_VAR = "TF_USE_LEGACY_KERAS"
 _TRUE = ("true", "True", "1")
 
@@ -39,6 +38,14 @@ def prefer_legacy_keras() -> None:
     if ENV_VAR not in os.environ:
         os.environ[ENV_VAR] = "1"
         logging.debug("Set %s=1 so r1 model_fns get Keras 2 (tf-keras).", ENV_VAR)
+
+
+# Before TensorFlow loads (the import below is the package's first): TF 2.21's own __init__
+# reads the variable once more, to import Keras 3's optimizers eagerly when it is unset, and
+# with them scikit-learn and SciPy, ~1.7 s of every process's start-up on a 2-core machine.
+prefer_legacy_keras()
+
+from tpu_estimator_compat import _tf_patches, _tf_private  # noqa: E402
 
 
 def check_legacy_keras() -> None:
