@@ -317,7 +317,7 @@ def _from_iterator(result: Any, records: Sequence[tuple[Any, Any]]) -> Any:
 
             logging.info("input_fn returned iterator.get_next() tensors: every step takes "
                          "the next element of their dataset, as in a TF1 graph.")
-            return dataset.map(restructure)
+            return dataset.map(_plain_graph(restructure))
     drawn = {id(t) for _, element in records for t in tf.nest.flatten(element)}
     if any(id(leaf) in drawn for leaf in leaves):
         raise ValueError(
@@ -369,6 +369,17 @@ def split_element(element: Any) -> tuple[Any, Any]:
 
 
 MASK_KEY = "padding_mask"
+
+
+def _plain_graph(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` for `Dataset.map`/`flat_map` as written: not converted by autograph.
+
+    tf.data converts every mapped function with autograph, recursively through the helpers it
+    calls; the shim's own have no tensor-dependent Python control flow, so the conversion
+    changes nothing but costs each input pipeline's start: a 6th of an 8-replica model zoo
+    test's own time went to transpiling `pad_and_mask`'s helpers (py-spy).
+    """
+    return tf.autograph.experimental.do_not_convert(fn)
 
 
 def _as_dict(element: Any) -> dict[str, Any]:
@@ -495,7 +506,8 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int,
     stops at the first step with no real row anywhere. Nothing is dropped or counted twice.
     Tensors are padded along their batch axis (`axes`).
     """
-    dataset = dataset.map(lambda *element: _as_dict(element if len(element) > 1 else element[0]))
+    dataset = dataset.map(_plain_graph(
+        lambda *element: _as_dict(element if len(element) > 1 else element[0])))
 
     def pad(element: dict[str, Any]) -> dict[str, Any]:
         rows = _rows(element, axes, batch)
@@ -511,8 +523,8 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int,
         element[MASK_KEY] = tf.zeros_like(element[MASK_KEY])
         return element
 
-    real = dataset.map(pad)
-    return real.concatenate(real.take(1).map(blank).cache().repeat())
+    real = dataset.map(_plain_graph(pad))
+    return real.concatenate(real.take(1).map(_plain_graph(blank)).cache().repeat())
 
 
 _LOCAL_HOST = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -590,18 +602,18 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
         dataset = pad_and_mask(dataset, plan.for_input_fn, batch_axis)
     if plan.rebatch_to is not None and batch_axis.axes is not None:
         parts = plan.for_input_fn // plan.rebatch_to
-        dataset = dataset.flat_map(
+        dataset = dataset.flat_map(_plain_graph(
             lambda *element: batch_axis.split(
-                element if len(element) > 1 else element[0], parts))
+                element if len(element) > 1 else element[0], parts)))
     elif plan.rebatch_to is not None:
         dataset = dataset.rebatch(plan.rebatch_to)
     if plan.pipeline == InputPipelineConfig.BROADCAST and plan.num_replicas > 1:
         # Every replica of this host takes the same whole batch, as the broadcast infeed
         # did: each element is handed out once per local replica.
         copies = max(1, plan.num_replicas // plan.num_hosts)
-        dataset = dataset.flat_map(
+        dataset = dataset.flat_map(_plain_graph(
             lambda *element: tf.data.Dataset.from_tensors(
-                element if len(element) > 1 else element[0]).repeat(copies))
+                element if len(element) > 1 else element[0]).repeat(copies)))
     if endless and _cardinality(dataset) != tf.data.INFINITE_CARDINALITY:
         # rebatch/flat_map report UNKNOWN; keep the loop's fast path (`is_endless`).
         dataset = dataset.apply(
