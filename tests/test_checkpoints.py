@@ -530,6 +530,33 @@ def test_meta_graph_is_built_once_per_manager_and_written_with_every_checkpoint(
     assert len(contents) == 1
 
 
+def test_meta_graph_of_the_same_variables_is_reused_across_managers(monkeypatch):
+    """train() builds a manager per call; the bytes depend only on the variables' names,
+    shapes, dtypes and trainability (and the keep_* settings), so a repeat is not rebuilt."""
+    built = []
+    real = checkpoint_meta.meta_graph_def
+    monkeypatch.setattr(checkpoint_meta, "meta_graph_def",
+                        lambda *a, **k: built.append(1) or real(*a, **k))
+    monkeypatch.setattr(checkpoint_meta, "_BUILT", type(checkpoint_meta._BUILT)())
+
+    def variables(rows, trainable=True):
+        return {"w": tf.Variable(tf.zeros([rows, 2]), trainable=trainable),
+                "global_step": tf.Variable(0, dtype=tf.int64, trainable=False)}
+
+    def data(v, keep=5):
+        return checkpoint_meta.meta_graph_bytes(v, max_to_keep=keep,
+                                                keep_checkpoint_every_n_hours=None)
+
+    first = data(variables(3))
+    assert data(variables(3)) == first and len(built) == 1  # New variables, same signature.
+    fresh = real(variables(3), max_to_keep=5, keep_checkpoint_every_n_hours=10000.0)
+    assert tf.compat.v1.MetaGraphDef.FromString(first) == fresh  # Maps serialize in any order.
+    # Anything the graph records is part of the key.
+    assert len({first, data(variables(4)), data(variables(3, trainable=False)),
+                data(variables(3), keep=2)}) == 4
+    assert len(built) == 4
+
+
 def _tiny_model_fn(features, labels, mode, params):
     del labels, params
     loss = tf.reduce_mean(tf.compat.v1.layers.dense(features, 1))
