@@ -4,9 +4,9 @@ Each test starts worker processes of `tests/scripts/multi_worker/worker.py` (an 
 model_fn under TPUEstimator) with a `TF_CONFIG` naming two workers on free 127.0.0.1 ports.
 Each worker splits its CPU into 2 logical devices, so the job has 4 replicas, as a 2-host
 TPU slice with 2 cores per host; the frozen-task test runs the legacy script of
-`tests/test_preemption.py` through the launcher instead. Every child process is killed in `finally`, every wait has a
-timeout, and the whole file runs in about 80 s on a 2-core machine (the frozen-chief
-variant is `slow`).
+`tests/test_preemption.py` through the launcher instead. Every child process is killed in
+`finally`, every wait has a timeout. The killed-worker test and the frozen-chief variant are
+`slow` (opt-in).
 """
 
 import json
@@ -199,6 +199,11 @@ def _trained_past_a_checkpoint(job, model_dir):
     return latest is not None and latest >= 6 and trained and max(trained) > latest
 
 
+# Opt-in (`-m slow`, ~45 s of 4 processes): the default run keeps its parts elsewhere, a job
+# resumed exactly after a stop (test_preemption's SIGTERM variant), a failed peer found in
+# time with a clear error (the frozen-worker test below), SIGKILL at random moments
+# leaving a resumable model_dir (test_safety).
+@pytest.mark.slow
 def test_killed_worker_job_restarts_from_last_checkpoint(job, tmp_path):
     """SIGKILL one worker mid-run: the chief fails fast; a restarted job resumes and finishes."""
     model_dir = tmp_path / "model"

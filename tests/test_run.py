@@ -249,9 +249,13 @@ def test_cpu_allocator_choice(monkeypatch, env, choice, replicas, expected):
             os.environ.get(run_lib._BFC_ENV)) == expected
 
 
+# One launch per outcome in the default run (each is a TensorFlow process); the rule that
+# picks the allocator is test_cpu_allocator_choice's, all of its cases.
 @pytest.mark.parametrize("flags, bfc", [
-    (["--cpu_replicas=2"], True), ([], False),
-    (["--cpu_replicas=2", "--cpu_allocator=malloc"], False), (["--cpu_allocator=bfc"], True)])
+    (["--cpu_replicas=2"], True),
+    pytest.param([], False, marks=pytest.mark.slow),
+    (["--cpu_replicas=2", "--cpu_allocator=malloc"], False),
+    pytest.param(["--cpu_allocator=bfc"], True, marks=pytest.mark.slow)])
 def test_launched_script_runs_on_the_chosen_cpu_allocator(tmp_path, flags, bfc):
     """TensorFlow itself says which allocator it built (its BFC log line, made visible)."""
     script = tmp_path / "one_op.py"
