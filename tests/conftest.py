@@ -80,3 +80,22 @@ def legacy_recorder(name: str):
         sys.path.pop(0)
     with open(os.path.join(here, "goldens", name, "legacy.json")) as f:
         return module, json.load(f)
+
+
+# Files of a minute or more on 2 cores (TensorFlow processes, golden replays, 8-replica
+# models), biggest first. `--dist loadfile` hands files to the two workers in collection
+# order, one at a time as each worker frees up; in alphabetical order test_realworld.py (~2 min
+# alone) came last, and one worker ran it while the other sat idle. Longest first, the
+# shorter files fill in at the end. Within a file the order is unchanged.
+_HEAVY_FILES_FIRST = (
+    "test_realworld.py", "test_parity.py", "test_embedding.py", "test_estimator.py",
+    "test_safety.py", "test_preemption.py", "test_multi_worker.py", "test_inference.py",
+    "test_model_zoo.py", "test_legacy_models.py", "test_eager_scope.py", "test_run.py",
+    "test_parameter_servers.py", "test_migration_guide.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    del config
+    rank = {name: i for i, name in enumerate(_HEAVY_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # A stable sort.
