@@ -403,7 +403,14 @@ _LOAD_WITHOUT_LIBRARY = textwrap.dedent("""
 """)
 
 
-def test_train_evaluate_predict_export_on_the_tpu_path(strategy, tmp_path):
+# 8 replicas opt-in (`-m slow`, ~45 s): the default run has the embedding path on 8 replicas
+# in test_parity (the embedding golden's 8-replica replay: losses, evaluate with a padded
+# batch, predictions), the update rules summed over 8 replicas above, and the legacy
+# checkpoint evaluated and resumed on 8 replicas below.
+@pytest.mark.parametrize("strategy_name", ["default",
+                                           pytest.param("mirrored8", marks=pytest.mark.slow)])
+def test_train_evaluate_predict_export_on_the_tpu_path(strategy_name, tmp_path):
+    strategy = make_strategy(strategy_name)
     spec = model.embedding_config_spec()
     estimator = _estimator(strategy, tmp_path, spec, model_fn=model.model_fn,
                            params={"learning_rate": 0.1})
