@@ -23,12 +23,15 @@ def test_import_sets_legacy_keras_before_first_touch():
     (with scikit-learn and SciPy, ~1.7 s of start-up) though tf.keras will be tf-keras."""
     done = run("import sys\nimport tpu_estimator_compat as t, tensorflow as tf\n"
                "print('loaded:', sorted({'keras', 'sklearn'} & set(sys.modules)))\n"
+               "import logging\nprint('root handlers:', logging.getLogger().handlers)\n"
                "print(tf.keras.layers.Dense.__module__)\n"
                "t.TPUEstimator(model_fn=lambda features, labels, mode, params: None,"
                " config=t.RunConfig(), use_tpu=False)\nprint('ok')", {})
     assert done.returncode == 0, done.stderr
     assert "tf_keras" in done.stdout and "ok" in done.stdout
     assert "loaded: []" in done.stdout, done.stdout
+    # Nothing logged at import: TensorFlow's own logger keeps its INFO:tensorflow: lines.
+    assert "root handlers: []" in done.stdout, done.stdout
 
 
 def test_keras3_loaded_first_is_a_clear_error():

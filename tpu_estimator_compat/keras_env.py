@@ -27,17 +27,20 @@ import sys
 import threading
 from typing import Any, Callable, Iterator
 
-from absl import logging
-
 ENV_VAR = "TF_USE_LEGACY_KERAS"
 _TRUE = ("true", "True", "1")
 
 
 def prefer_legacy_keras() -> None:
-    """Sets TF_USE_LEGACY_KERAS=1 unless the user set it (to anything) themselves."""
+    """Sets TF_USE_LEGACY_KERAS=1 unless the user set it (to anything) themselves.
+
+    Silently: this runs at import, before a script's `app.run` sets up absl logging, and an
+    absl log call then gives Python's root logger a handler of its own; TensorFlow's logger
+    then adds none, and legacy's `INFO:tensorflow:Loss for final step ...` lines, which
+    scripts grep for, never appear (tensorflow/tpu's efficientnet run.sh failed on it).
+    """
     if ENV_VAR not in os.environ:
         os.environ[ENV_VAR] = "1"
-        logging.debug("Set %s=1 so r1 model_fns get Keras 2 (tf-keras).", ENV_VAR)
 
 
 # Before TensorFlow loads (the import below is the package's first): TF 2.21's own __init__
