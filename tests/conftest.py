@@ -95,7 +95,28 @@ _HEAVY_FILES_FIRST = (
 )
 
 
+def _eight_replica_variant_is_opt_in(item) -> bool:
+    """True for a `mirrored8` case the test's `eight_replicas` mark leaves out.
+
+    `@pytest.mark.eight_replicas(optimizer=["adam"])` on a test that also takes `strategy`:
+    on 8 replicas only the listed values of each named parameter run by default; the other
+    8-replica cases are opt-in (`slow`). For parameters that choose something the replica
+    count does not touch (which optimizer names its slots, which form an input_fn returns),
+    where every value already runs on the default strategy and one value shows it on 8.
+    """
+    mark = item.get_closest_marker("eight_replicas")
+    callspec = getattr(item, "callspec", None)
+    if mark is None or callspec is None or callspec.params.get("strategy") != "mirrored8":
+        return False
+    return any(callspec.params[name] not in values for name, values in mark.kwargs.items())
+
+
+# Before the `-m` selection, which reads the `slow` marks added here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     del config
+    for item in items:
+        if _eight_replica_variant_is_opt_in(item):
+            item.add_marker(pytest.mark.slow)
     rank = {name: i for i, name in enumerate(_HEAVY_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # A stable sort.

@@ -180,6 +180,10 @@ def tf1_variable_names(model_fn, feature_shape, params):
         return sorted(v.op.name for v in v1.global_variables())
 
 
+# Adam's names are the richest (two slots, two non-slot beta powers); the other optimizers'
+# names on 8 replicas are opt-in (`-m slow`); Momentum's slots are also checked on 8 by
+# test_resume_restores_exactly_and_continues_schedule.
+@pytest.mark.eight_replicas(optimizer=["adam"])
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam", "adagrad", "rmsprop"])
 def test_checkpoint_keys_equal_tf1_graph_names(tmp_path, strategy, optimizer):
     params = {"optimizer": optimizer, "learning_rate": 0.05}

@@ -621,6 +621,9 @@ _GET_NEXT_FORMS = {
 }
 
 
+# On 8 replicas every form runs on the TPU path (input per host, split over the replicas);
+# the CPU path's 8-replica cases are opt-in (`-m slow`).
+@pytest.mark.eight_replicas(use_tpu=[True])
 @pytest.mark.parametrize("form", sorted(_GET_NEXT_FORMS))
 @pytest.mark.parametrize("use_tpu", [False, True])
 def test_input_fn_returning_get_next_tensors_takes_a_new_batch_every_step(
