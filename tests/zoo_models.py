@@ -33,6 +33,8 @@ parity recipes at the bottom) and on tpu_estimator_compat after `install_aliases
   make_one_shot_iterator(dataset).get_next().
 """
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
@@ -46,11 +48,15 @@ def _spec(*args, **kwargs):
     return v1.estimator.tpu.TPUEstimatorSpec(*args, **kwargs)
 
 
+@functools.lru_cache(maxsize=None)
 def _digits():
+    """Read once per process, read-only (see models._all_digits)."""
     from sklearn.datasets import load_digits
 
     data = load_digits()
-    return (data.images / 16.0).astype(np.float32), data.target.astype(np.int32)
+    images, labels = (data.images / 16.0).astype(np.float32), data.target.astype(np.int32)
+    images.flags.writeable = labels.flags.writeable = False
+    return images, labels
 
 
 def digits(split, n=None):
