@@ -30,13 +30,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _CompiledClock:
-    """Sums the time spent in `_tf_private.call_flat` while installed."""
+    """Sums the time spent in `_tf_private.call_flat`, which it wraps for the rest of the
+    process (the shim's loops look the function up on the module at each call)."""
 
     def __init__(self) -> None:
         from tpu_estimator_compat import _tf_private
 
         self.seconds, self.calls = 0.0, 0
-        self._module = _tf_private
         self._original = _tf_private.call_flat
 
         def timed(*args: Any, **kwargs: Any) -> Any:

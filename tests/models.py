@@ -3,31 +3,19 @@
 Nothing here imports tpu_estimator_compat except the spec type, exactly like a ported script.
 """
 
-import functools
-
 import numpy as np
 import tensorflow as tf
-from sklearn.datasets import load_digits
 
 from tpu_estimator_compat import TPUEstimatorSpec
+
+import zoo_models  # tests/, beside this file: the one cached digits loader.
 
 v1 = tf.compat.v1
 
 
-@functools.lru_cache(maxsize=None)
-def _all_digits():
-    """Every digit, read once per process (load_digits parses a CSV: ~30 ms for each
-    input_fn call otherwise). Read-only, so no caller can change another's data."""
-    data = load_digits()
-    x = (data.images / 16.0).astype(np.float32)
-    y = data.target.astype(np.int32)
-    x.flags.writeable = y.flags.writeable = False
-    return x, y
-
-
 def digits(n=None, flat=False):
     """Real handwritten digits (sklearn), float32 in [0, 1], int32 labels."""
-    x, y = _all_digits()
+    x, y = zoo_models.all_digits()
     if n is not None:
         x, y = x[:n], y[:n]
     return (x.reshape(len(x), -1) if flat else x[..., None]), y
