@@ -249,6 +249,20 @@ def test_cpu_allocator_choice(monkeypatch, env, choice, replicas, expected):
             os.environ.get(run_lib._BFC_ENV)) == expected
 
 
+@pytest.mark.parametrize("env, choice, expected", [
+    (None, None, "off"),   # The launcher's default,
+    ("on", None, "on"),    # unless the user set the variable,
+    ("on", "off", "off"),  # and the flag wins.
+    (None, "on", "on"),
+])
+def test_tfg_optimizer_choice(monkeypatch, env, choice, expected):
+    if env is None:
+        monkeypatch.delenv(run_lib._TFG_ENV, raising=False)
+    else:
+        monkeypatch.setenv(run_lib._TFG_ENV, env)
+    assert run_lib.tfg_optimizer(choice) == os.environ[run_lib._TFG_ENV] == expected
+
+
 # One launch per outcome in the default run (each is a TensorFlow process); the rule that
 # picks the allocator is test_cpu_allocator_choice's, all of its cases.
 @pytest.mark.parametrize("flags, bfc", [

@@ -317,6 +317,41 @@ def fresh_random_kernels() -> None:
     _context.context().clear_kernel_cache()
 
 
+# Grappler runs TensorFlow's MLIR pass pipeline ("tfg_optimizer": attribute consolidation,
+# functional <-> region control flow, control-flow sinking, dead-function elimination) over
+# every function it optimises, converting each graph to MLIR and back. TensorFlow's own
+# meta_optimizer.cc says it "won't run any optimizations right now"; on BERT-base's train
+# step over 8 replicas it changed no node of any graph and took 13.8 of Grappler's 47.6 s
+# (bench/RESULTS.md, session 24). `RewriterConfig.disable_tfg_optimizer` turns it off, but
+# `tf.config.optimizer.set_experimental_options` has no key for it: the eager context's base
+# ConfigProto, from which every thread builds the options its function calls carry, is the
+# one place to set it.
+def disable_tfg_optimizer() -> bool:
+    """Turns Grappler's TFG pipeline off for functions first called from now on.
+
+    Every thread that has not called a function yet, and the calling thread, pick it up;
+    another thread that already called one keeps its options. Returns False if it was off.
+    """
+    ctx = _context.context()
+    config = _config_pb2.ConfigProto()
+    if ctx._config is not None:  # pylint: disable=protected-access
+        config.CopyFrom(ctx._config)  # pylint: disable=protected-access
+    rewrite = config.graph_options.rewrite_options
+    if rewrite.disable_tfg_optimizer:
+        return False
+    rewrite.disable_tfg_optimizer = True
+    ctx._config = config  # pylint: disable=protected-access
+    ctx.function_call_options = None  # This thread's options are rebuilt from the config.
+    return True
+
+
+def tfg_optimizer_disabled() -> bool:
+    """Whether functions this thread calls from now on skip the TFG pipeline."""
+    config = _config_pb2.ConfigProto.FromString(
+        _context.context().function_call_options.config_proto_serialized)
+    return config.graph_options.rewrite_options.disable_tfg_optimizer
+
+
 # A CheckpointSaverHook among the user's hooks replaces the default saver (legacy). It keeps
 # its directory, cadence and listeners in private fields; no public API reads them.
 def checkpoint_saver_hook_settings(hook):

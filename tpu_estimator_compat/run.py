@@ -1,12 +1,12 @@
 """The launcher: runs an unchanged legacy TPUEstimator script on TensorFlow 2.
 
     python -m tpu_estimator_compat.run [--cpu_replicas=N] [--tf1_mode=auto|on|off] \\
-        [--tf1_packages=pkg,...] [--cpu_allocator=bfc|malloc] [--peer_timeout_secs=S] \\
-        SCRIPT.py [script flags]
+        [--tf1_packages=pkg,...] [--cpu_allocator=bfc|malloc] [--tfg_optimizer=off|on] \\
+        [--peer_timeout_secs=S] SCRIPT.py [script flags]
 
 (also installed as the console script `tpu-estimator-compat-run`). Before the script runs it
-picks TensorFlow's CPU allocator (`cpu_allocator`), splits the host CPU into N logical
-devices when asked (so `use_tpu=True` runs on N replicas
+picks TensorFlow's CPU allocator (`cpu_allocator`) and Grappler's passes (`tfg_optimizer`),
+splits the host CPU into N logical devices when asked (so `use_tpu=True` runs on N replicas
 through MirroredStrategy), installs the legacy aliases (`aliases.py`) and, for TF1 code,
 turns on TF1 mode (`tf1_mode.py`). Then it runs the script as `__main__` with its own
 `sys.argv` and `sys.path[0]`, as `python SCRIPT.py` would.
@@ -29,11 +29,14 @@ from absl import logging
 import tpu_estimator_compat  # noqa: F401  Sets TF_USE_LEGACY_KERAS before TensorFlow loads.
 from tpu_estimator_compat import aliases
 from tpu_estimator_compat import config as config_lib
+from tpu_estimator_compat import runtime
 from tpu_estimator_compat import tf1_mode
 
 _TF1_MODES = ("auto", "on", "off")
 _CPU_ALLOCATORS = ("bfc", "malloc")
 _BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
+_TFG_CHOICES = ("off", "on")
+_TFG_ENV = runtime.TFG_OPTIMIZER_ENV
 _EVIDENCE_SHOWN = 3
 
 
@@ -59,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
              f"2 or more, unless {_BFC_ENV} is set: pools memory, measured 1.3-1.8x faster on "
              "2 and 8 CPU replicas, bit-identical results) or 'malloc' (TensorFlow's own "
              "default, and the launcher's on one device, where BFC gains no speed).")
+    parser.add_argument(
+        "--tfg_optimizer", choices=_TFG_CHOICES, default=None,
+        help="Grappler's TFG (MLIR) pass pipeline: 'off' (the default, unless "
+             f"{_TFG_ENV} is set: it changed no graph measured and took ~30%% of a big "
+             "model's graph optimisation, e.g. 14 s of BERT-base's start-up on 8 replicas) "
+             "or 'on' (TensorFlow's default).")
     parser.add_argument(
         "--peer_timeout_secs", type=float, default=None, metavar="S",
         help="On a TF_CONFIG cluster, stop every task with an error once a peer task has "
@@ -109,6 +118,24 @@ def cpu_allocator(choice: str | None, cpu_replicas: int | None = None) -> str:
         os.environ.setdefault(_BFC_ENV, "true")
     value = os.environ.get(_BFC_ENV, "false").strip().lower()
     return "bfc" if value in ("true", "1") else "malloc"
+
+
+def tfg_optimizer(choice: str | None) -> str:
+    """Chooses Grappler's TFG pass pipeline for this process; returns 'on' or 'off'.
+
+    Grappler converts every function graph to MLIR and back to run TensorFlow's TFG
+    pipeline, which changed no node of any graph measured (BERT-base's train step on 8
+    replicas: 0 nodes, 13.8 of Grappler's 47.6 s; bench/RESULTS.md, session 24). The
+    launcher owns its process, so it turns the pipeline off unless told otherwise
+    (`--tfg_optimizer`) or the variable is already set. The library applies the variable
+    before its first compiled call (`runtime.apply_process_settings`); library users set it
+    themselves.
+    """
+    if choice is not None:
+        os.environ[_TFG_ENV] = choice
+    else:
+        os.environ.setdefault(_TFG_ENV, "off")
+    return os.environ[_TFG_ENV]
 
 
 def legacy_numpy_printing() -> bool:
@@ -179,6 +206,8 @@ def run(args: argparse.Namespace) -> Any:
     allocator = cpu_allocator(args.cpu_allocator, args.cpu_replicas)
     logging.debug("TensorFlow's CPU allocator: %s (%s=%s).", allocator, _BFC_ENV,
                   os.environ.get(_BFC_ENV))
+    logging.debug("Grappler's TFG pass pipeline: %s (%s).", tfg_optimizer(args.tfg_optimizer),
+                  _TFG_ENV)
     if args.cpu_replicas is not None:
         split_cpu(args.cpu_replicas)
     if args.peer_timeout_secs is not None:

@@ -10,6 +10,7 @@ they never see the facade. This module knows nothing about loops, hooks or files
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Callable
 
 import tensorflow as tf
@@ -63,7 +64,28 @@ class RuntimeScope:
             self._stack.pop().__exit__(*exc)
 
 
+# Grappler's TFG (MLIR) pass pipeline, "on" (TensorFlow's default) or "off". The launcher
+# sets "off" unless told otherwise (`run.tfg_optimizer`); a program using the library
+# directly sets the variable itself. Off, a big model's first call starts sooner and runs
+# the same graph: on BERT-base's train step over 8 replicas the pipeline changed no node and
+# took 13.8 of Grappler's 47.6 s (bench/RESULTS.md, session 24).
+TFG_OPTIMIZER_ENV = "TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER"
+
+
+def apply_process_settings() -> None:
+    """Applies `TFG_OPTIMIZER_ENV`; before the first compiled call of a run, idempotent."""
+    value = os.environ.get(TFG_OPTIMIZER_ENV, "on").strip().lower()
+    if value not in ("on", "off"):
+        raise ValueError(
+            f"`{TFG_OPTIMIZER_ENV}` is {value!r}. Set it to 'off' (skip Grappler's TFG pass "
+            "pipeline, as the launcher does) or 'on' (TensorFlow's default), or unset it.")
+    if value == "off" and _tf_private.disable_tfg_optimizer():
+        logging.info("Grappler's TFG pass pipeline is off for this process (%s=off).",
+                     TFG_OPTIMIZER_ENV)
+
+
 def new_runtime(strategy: tf.distribute.Strategy) -> Runtime:
+    apply_process_settings()
     registry = variables_lib.VariableRegistry()
     with strategy.scope():
         global_step = variables_lib.create_global_step(registry)
