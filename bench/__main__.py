@@ -103,11 +103,18 @@ def _allocators(results: list[dict[str, Any]]) -> str:
             by_contender.setdefault(r["contender"], set()).add(r.get("cpu_allocator", "malloc"))
     allocators = sorted(set().union(*by_contender.values()))
     if len(allocators) == 1:
-        return (f"CPU allocator {allocators[0]} (`TF_CPU_ALLOCATOR_USE_BFC`="
+        text = (f"CPU allocator {allocators[0]} (`TF_CPU_ALLOCATOR_USE_BFC`="
                 f"{harness.CPU_ALLOCATORS[allocators[0]]}, all contenders)")
-    return "CPU allocator per contender (`--cpu-allocator launcher`: as each user gets it by " \
-        "default): " + ", ".join(f"{c} {' and '.join(sorted(a))}"
-                                 for c, a in sorted(by_contender.items()))
+    else:
+        text = ("CPU allocator per contender (`--cpu-allocator launcher`: as each user gets "
+                "it by default): " + ", ".join(f"{c} {' and '.join(sorted(a))}"
+                                               for c, a in sorted(by_contender.items())))
+    # Results recorded before the launcher set it ran with TF's default (on).
+    tfg_off = sorted({r["contender"] for r in results if r.get("tfg_optimizer") == "off"})
+    if tfg_off:
+        text += (f"; Grappler's TFG pass pipeline off (the launcher's default, "
+                 f"`{harness.TFG_ENV}=off`) for {', '.join(tfg_off)}, on for the others")
+    return text
 
 
 def render(results: list[dict[str, Any]], context: list[str]) -> str:

@@ -3,13 +3,13 @@ effect of the model's own optimizer.
 
 `python -m bench.bert_startup {shim,tf2} [REPLICAS] [--fused-adam] [--layer-norm-op]`
 (from the repository root; nothing else running) runs `run_bert`'s start-up of one
-contender on REPLICAS logical CPUs (default 1): the shim on the CPU allocator its launcher
-picks for that many replicas (BFC on 2 or more), the TF2 loop on TensorFlow's default. It
-prints the process's resident and peak memory before and after the trace, the step-0
-checkpoint and the first step, with TensorFlow's own count of the bytes its tensors hold on
-`CPU:0` (current and peak: what the model's step needs, apart from graphs, Python and the
-allocator's slack) and the resident size of the large anonymous mappings (on BFC: its
-pool), the size of the traced train step (ops of the largest graph, by type), then the time
+contender on REPLICAS logical CPUs (default 1): the shim with its launcher's process
+settings (BFC on 2 or more replicas, Grappler's TFG pipeline off), the TF2 loop on
+TensorFlow's defaults. It prints the process's resident and peak memory before and after
+the trace, the step-0 checkpoint and the first step, with TensorFlow's own count of the
+bytes its tensors hold on `CPU:0` (current and peak: what the model's step needs, apart
+from graphs, Python and the allocator's slack) and the resident size of the large anonymous
+mappings (on BFC: its pool), the size of the traced train step (ops of the largest graph, by type), then the time
 to first step. Options, shim only, each a change to the model code (not the shim) that shows
 how much of a difference to the TF2 loop that code makes:
 
@@ -177,6 +177,7 @@ def main(argv: list[str]) -> None:
         from tpu_estimator_compat import run  # pylint: disable=import-outside-toplevel
 
         run.cpu_allocator(None, replicas)
+        run.tfg_optimizer(None)
     from bench import devices, run_bert  # pylint: disable=import-outside-toplevel
 
     names = devices.split_cpu(replicas)

@@ -45,6 +45,17 @@ CPU_ALLOCATORS = {"malloc": "false", "bfc": "true"}
 # else runs on TensorFlow's default, malloc.
 LAUNCHER_CONTENDERS = ("shim", "shim_nosum")
 ALLOCATOR_MODES = (*CPU_ALLOCATORS, "launcher")
+# The launcher's other process setting (`run.tfg_optimizer`): Grappler's TFG (MLIR) pass
+# pipeline off. In `launcher` mode the shim's contenders get it through the variable the
+# library reads, as a launcher-run script does; every other contender keeps TF's default.
+TFG_ENV = "TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER"
+
+
+def launcher_env(mode: str, contender: str) -> dict[str, str]:
+    """The variables, beyond the allocator's, that `contender`'s process gets under `mode`."""
+    if mode == "launcher" and contender in LAUNCHER_CONTENDERS:
+        return {TFG_ENV: "off"}
+    return {}
 
 
 def allocator_for(mode: str, contender: str, replicas: int = 1) -> str:
@@ -146,9 +157,11 @@ def prepare_code(tmp: str, shim_rev: str | None) -> str:
     return code
 
 
-def _env(stack: str, code: str, cpu_allocator: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS",)}
+def _env(stack: str, code: str, cpu_allocator: str,
+         extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", TFG_ENV)}
     env.update(BASE_ENV)
+    env.update(extra or {})
     env["TF_CPU_ALLOCATOR_USE_BFC"] = CPU_ALLOCATORS[cpu_allocator]
     if stack == "new":
         env.update(NEW_STACK_ENV)
@@ -157,9 +170,10 @@ def _env(stack: str, code: str, cpu_allocator: str) -> dict[str, str]:
 
 
 def _run_process(argv: list[str], stack: str, log_path: str, timeout: float,
-                 code: str, cpu_allocator: str = "malloc") -> str:
+                 code: str, cpu_allocator: str = "malloc",
+                 extra_env: dict[str, str] | None = None) -> str:
     with open(log_path, "w") as log:
-        proc = subprocess.run(argv, cwd=code, env=_env(stack, code, cpu_allocator),
+        proc = subprocess.run(argv, cwd=code, env=_env(stack, code, cpu_allocator, extra_env),
                               stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout)
     if proc.returncode:
         with open(log_path) as log:
@@ -182,11 +196,12 @@ def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
     module = (WORKLOADS[run.workload].runner
               or MODULES.get(run.contender, f"bench.run_{run.contender}"))
     argv = [PYTHON[stack], "-m", module, json.dumps(spec)]
+    extra_env = launcher_env(cpu_allocator, run.contender)
     cpu_allocator = allocator_for(cpu_allocator, run.contender, run.replicas)
     log_path = os.path.join(tmp, f"{run.label.replace('/', '_')}_rep{repeat}.log")
     start, load = time.monotonic(), os.getloadavg()[0]
     try:
-        out = _run_process(argv, stack, log_path, timeout, code, cpu_allocator)
+        out = _run_process(argv, stack, log_path, timeout, code, cpu_allocator, extra_env)
         lines = [line for line in out.splitlines() if line.startswith(common.RESULT_PREFIX)]
         if len(lines) != 1:
             raise RuntimeError(f"expected one {common.RESULT_PREFIX.strip()} line, got "
@@ -195,7 +210,8 @@ def run_one(run: Run, spec: dict[str, Any], tmp: str, repeat: int,
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         result = {"error": str(e)}
     result.update(dataclasses.asdict(run), repeat=repeat, seconds=time.monotonic() - start,
-                  load1_before=load, cpu_allocator=cpu_allocator)
+                  load1_before=load, cpu_allocator=cpu_allocator,
+                  tfg_optimizer=extra_env.get(TFG_ENV, "on"))
     return result
 
 
