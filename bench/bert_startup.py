@@ -9,8 +9,8 @@ TensorFlow's defaults. It prints the process's resident and peak memory before a
 the trace, the step-0 checkpoint and the first step, with TensorFlow's own count of the
 bytes its tensors hold on `CPU:0` (current and peak: what the model's step needs, apart
 from graphs, Python and the allocator's slack) and the resident size of the large anonymous
-mappings (on BFC: its pool), the size of the traced train step (ops of the largest graph, by type), then the time
-to first step. Options, shim only, each a change to the model code (not the shim) that shows
+mappings (on BFC: its pool), the size of the traced train step (ops of the largest graph,
+by type), then the time to first step. Options, shim only, each a change to the model code (not the shim) that shows
 how much of a difference to the TF2 loop that code makes:
 
 * `--fused-adam` swaps `run_classifier`'s `AdamWeightDecayOptimizer`, which assigns each

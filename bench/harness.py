@@ -48,6 +48,8 @@ ALLOCATOR_MODES = (*CPU_ALLOCATORS, "launcher")
 # The launcher's other process setting (`run.tfg_optimizer`): Grappler's TFG (MLIR) pass
 # pipeline off. In `launcher` mode the shim's contenders get it through the variable the
 # library reads, as a launcher-run script does; every other contender keeps TF's default.
+# The name is runtime.TFG_OPTIMIZER_ENV's (the harness imports neither the library nor
+# TensorFlow; tests/test_bench.py checks the two agree).
 TFG_ENV = "TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER"
 
 

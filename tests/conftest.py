@@ -2,8 +2,9 @@
 
 Pins the environment the parity contract depends on (oneDNN off, legacy Keras) and the
 launcher's process settings before TensorFlow loads, and splits the host CPU into 8 logical
-devices so MirroredStrategy can stand in for the 8 cores of a TPU. Tests take the `strategy` fixture to run once on the default
-strategy and once on MirroredStrategy over the 8 logical CPUs.
+devices so MirroredStrategy can stand in for the 8 cores of a TPU. Tests take the `strategy`
+fixture to run once on the default strategy and once on MirroredStrategy over the 8 logical
+CPUs.
 """
 import os
 
@@ -102,7 +103,8 @@ _HEAVY_FILES_FIRST = (
     "test_preemption.py", "test_loop.py", "test_eager_scope.py", "test_contrib_summary.py",
     "test_parameter_servers.py", "test_tf_patches.py", "test_replica_step.py",
     "test_variables.py", "test_cross_shard.py", "test_keras_env.py", "test_train_and_eval.py",
-    "test_inputs.py", "test_legacy_imports.py", "test_export.py", "test_evaluator.py",
+    "test_inputs.py", "test_legacy_imports.py", "test_runtime.py", "test_export.py",
+    "test_evaluator.py",
 )
 
 

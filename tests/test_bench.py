@@ -71,6 +71,21 @@ def test_launcher_mode_gives_the_shim_what_its_launcher_picks_and_others_tf_defa
     assert harness.allocator_for("bfc", "tf2", 1) == "bfc"
 
 
+def test_launcher_mode_gives_the_shim_the_launchers_tfg_setting_only(monkeypatch):
+    """run.tfg_optimizer's default, under the variable the library reads (runtime.py)."""
+    from tpu_estimator_compat import runtime
+
+    assert harness.TFG_ENV == runtime.TFG_OPTIMIZER_ENV
+    assert harness.launcher_env("launcher", "shim") == {harness.TFG_ENV: "off"}
+    assert harness.launcher_env("launcher", "shim_nosum") == {harness.TFG_ENV: "off"}
+    assert all(harness.launcher_env("launcher", c) == {} for c in ("tf2", "raw", "legacy"))
+    assert harness.launcher_env("bfc", "shim") == harness.launcher_env("malloc", "shim") == {}
+    # The caller's own setting reaches no contender; the launcher's reaches the shim's.
+    monkeypatch.setenv(harness.TFG_ENV, "off")
+    assert harness.TFG_ENV not in harness._env("new", "/code", "malloc")
+    assert harness._env("new", "/code", "bfc", {harness.TFG_ENV: "off"})[harness.TFG_ENV] == "off"
+
+
 def test_matrix_runs_each_contender_where_it_applies():
     runs = harness.matrix(harness.Options(workloads=("mlp64", "cnn", "bert", "dlrm")))
     labels = {run.label for run in runs}
