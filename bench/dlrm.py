@@ -86,7 +86,7 @@ def _dataset(tf: Any, batch: int) -> Any:
 
 def _shim(tf: Any, replicas: int, steps: int, model_dir: str) -> float:
     import tpu_estimator_compat as tec
-    from tpu_estimator_compat import strategy as strategy_lib
+    from tpu_estimator_compat.session import strategy as strategy_lib
 
     tec.install_aliases()
     v1 = tf.compat.v1

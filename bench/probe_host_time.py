@@ -34,7 +34,7 @@ class _CompiledClock:
     process (the shim's loops look the function up on the module at each call)."""
 
     def __init__(self) -> None:
-        from tpu_estimator_compat import _tf_private
+        from tpu_estimator_compat._tf import private as _tf_private
 
         self.seconds, self.calls = 0.0, 0
         self._original = _tf_private.call_flat

@@ -42,7 +42,7 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     if name == "mirrored8":
         # The library's process-wide instance: MirroredStrategy instances over the same
         # devices share collective keys and must not coexist.
-        from tpu_estimator_compat import strategy as strategy_lib
+        from tpu_estimator_compat.session import strategy as strategy_lib
         return strategy_lib.mirrored_over(
                 [d.name for d in tf.config.list_logical_devices("CPU")])
     raise ValueError(name)
@@ -103,7 +103,7 @@ _HEAVY_FILES_FIRST = (
     "test_preemption.py", "test_loop.py", "test_eager_scope.py", "test_contrib_summary.py",
     "test_parameter_servers.py", "test_tf_patches.py", "test_replica_step.py",
     "test_variables.py", "test_cross_shard.py", "test_keras_env.py", "test_train_and_eval.py",
-    "test_inputs.py", "test_legacy_imports.py", "test_runtime.py", "test_export.py",
+    "test_inputs.py", "test_import_hook.py", "test_strategy_state.py", "test_saved_model.py",
     "test_evaluator.py",
 )
 

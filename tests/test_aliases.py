@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.aliases: legacy names on the real TensorFlow modules.
+"""Tests for tpu_estimator_compat.legacy.aliases: legacy names on the real TensorFlow modules.
 
 Importing the package must patch nothing (checked in a fresh interpreter); `install_aliases()`
 then serves `tf.estimator`, `tf.compat.v1.estimator` (also for `from ... import`),
@@ -16,11 +16,11 @@ import tf_slim
 from absl import logging as absl_logging
 
 import tpu_estimator_compat
-from tpu_estimator_compat import aliases
-from tpu_estimator_compat import estimator as estimator_lib
-from tpu_estimator_compat import export as export_lib
-from tpu_estimator_compat import strategy as strategy_lib
-from tpu_estimator_compat import train_and_eval
+from tpu_estimator_compat.legacy import aliases
+from tpu_estimator_compat.api import estimator as estimator_lib
+from tpu_estimator_compat.export import saved_model as export_lib
+from tpu_estimator_compat.session import strategy as strategy_lib
+from tpu_estimator_compat.api import train_and_eval
 
 _FRESH_PROCESS_TIMEOUT_S = 240
 
@@ -275,7 +275,7 @@ def test_contrib_layers_framework_metrics_data_come_from_maintained_libraries():
 
 
 def test_contrib_training_serves_hparams_and_slims_training_functions():
-    from tpu_estimator_compat import hparams  # pylint: disable=import-outside-toplevel
+    from tpu_estimator_compat.contrib import hparams  # pylint: disable=import-outside-toplevel
     from tf_slim.training import evaluation  # pylint: disable=import-outside-toplevel
 
     training = tf.compat.v1.contrib.training

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tpu_estimator_compat import background as background_lib
+from tpu_estimator_compat.summary import background as background_lib
 
 
 def test_in_order_runs_calls_in_submission_order_off_the_calling_thread():

@@ -1,4 +1,4 @@
-"""Tests for `tpu_estimator_compat.checkpoints`: v1-named checkpoints, legacy file management.
+"""Tests for `tpu_estimator_compat.checkpoint.checkpoints`: v1-named checkpoints, legacy files.
 
 The checkpoints must be interchangeable with what TF1's `tf.compat.v1.train.Saver` wrote, so
 several tests write with one side and read with the other inside a `tf.Graph`/`Session`.
@@ -14,8 +14,8 @@ import tensorflow as tf
 
 from conftest import make_strategy
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
-from tpu_estimator_compat import checkpoint_meta
-from tpu_estimator_compat.checkpoints import (CheckpointManager, V1Saver,
+from tpu_estimator_compat.checkpoint import meta as checkpoint_meta
+from tpu_estimator_compat.checkpoint.checkpoints import (CheckpointManager, V1Saver,
                                               checkpoint_step)
 
 _BF16 = tf.bfloat16.as_numpy_dtype
@@ -431,7 +431,7 @@ def test_saving_logs_no_tensorflow_deprecation_warning(tmp_path):
 
     code = (
         "import sys, numpy as np, tensorflow as tf\n"
-        "from tpu_estimator_compat.checkpoints import CheckpointManager, V1Saver\n"
+        "from tpu_estimator_compat.checkpoint.checkpoints import CheckpointManager, V1Saver\n"
         "saver = V1Saver({'w': tf.Variable(np.arange(3, dtype=np.float32)),\n"
         "                 'global_step': tf.Variable(0, dtype=tf.int64)})\n"
         "manager = CheckpointManager(sys.argv[1], saver, keep_checkpoint_max=2)\n"

@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.cluster, in this process: which clusters are multi-worker,
+"""Tests for tpu_estimator_compat.cluster.workers, in this process: which clusters are multi-worker,
 what one machine looks like, and how a shared model_dir behaves for a writer and a reader.
 
 Nothing here creates a MultiWorkerMirroredStrategy (it would reconfigure this process's
@@ -12,11 +12,11 @@ import pytest
 import tensorflow as tf
 from conftest import make_strategy
 
-from tpu_estimator_compat import checkpoints as checkpoints_lib
-from tpu_estimator_compat import cluster
+from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
+from tpu_estimator_compat.cluster import workers as cluster
 from tpu_estimator_compat import config as config_lib
-from tpu_estimator_compat import strategy as strategy_lib
-from tpu_estimator_compat.aliases import NoTPUClusterResolver
+from tpu_estimator_compat.session import strategy as strategy_lib
+from tpu_estimator_compat.legacy.aliases import NoTPUClusterResolver
 
 _TWO_WORKERS = {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
 

@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.contrib_image: TF 1.x's `tf.contrib.image` transforms.
+"""Tests for tpu_estimator_compat.contrib.image: TF 1.x's `tf.contrib.image` transforms.
 
 The expected images are numpy's: a rotation by pi/2 is `np.rot90`, a translation a shifted
 copy with zeros behind, a shear by a whole number of pixels per row an indexed copy; so the
@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator_compat
-from tpu_estimator_compat import aliases
-from tpu_estimator_compat import contrib_image
+from tpu_estimator_compat.legacy import aliases
+from tpu_estimator_compat.contrib import image as contrib_image
 
 tpu_estimator_compat.install_aliases()
 

@@ -14,7 +14,8 @@ import tensorflow as tf
 import models
 import tpu_estimator_compat
 from test_summaries import events, host_call_model_fn, steps_of, train
-from tpu_estimator_compat import TPUEstimatorSpec, contrib_summary
+from tpu_estimator_compat import TPUEstimatorSpec
+from tpu_estimator_compat.contrib import summary as contrib_summary
 
 v1 = tf.compat.v1
 

@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.cross_shard: TPU cross-replica primitives on tf.distribute.
+"""Tests for tpu_estimator_compat.step.cross_shard: TPU cross-replica primitives on tf.distribute.
 
 Every step runs the way the estimator runs it: a `tf.function` calling `strategy.run`, traced
 and called under `strategy.scope()` and `strategy._scale_loss_for_estimator_enabled()`.
@@ -16,7 +16,8 @@ from conftest import make_strategy
 
 from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
                                   TPUEstimatorSpec)
-from tpu_estimator_compat import _tf_patches, cross_shard
+from tpu_estimator_compat._tf import patches as _tf_patches
+from tpu_estimator_compat.step import cross_shard
 
 LR = 0.01
 W0 = 0.5
@@ -182,7 +183,7 @@ def test_names_bound_at_import_time_are_mapped_in_a_fresh_process():
     # exists: install_aliases() (the launcher) must have mapped it already.
     code = textwrap.dedent("""
         import tpu_estimator_compat
-        from tpu_estimator_compat import cross_shard
+        from tpu_estimator_compat.step import cross_shard
         tpu_estimator_compat.install_aliases()
         from tensorflow.python.tpu.ops.tpu_ops import cross_replica_sum as private
         from tensorflow.contrib.tpu.python.ops.tpu_ops import cross_replica_sum as contrib
@@ -445,7 +446,7 @@ def test_tensorflow_itself_still_sees_no_shard_context_inside_model_fn():
     the shim maps CrossShardOptimizer only outside a real shard: both keep TF's answer."""
     from tensorflow.python.tpu import tpu_function  # pylint: disable=g-direct-tensorflow-import
 
-    from tpu_estimator_compat import _tf_private
+    from tpu_estimator_compat._tf import private as _tf_private
 
     with cross_shard.shard_count(8):
         as_model_code = tpu_function.get_tpu_context().number_of_shards

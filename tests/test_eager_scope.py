@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpu_estimator_compat import eager_scope
+from tpu_estimator_compat.v1_state import eager_scope
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "scripts", "eager_off")

@@ -23,8 +23,8 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator_compat as tec
-from tpu_estimator_compat import embedding
-from tpu_estimator_compat import embedding_config as ec
+from tpu_estimator_compat.embedding import engine as embedding
+from tpu_estimator_compat.embedding import config as ec
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "legacy_recorder"))

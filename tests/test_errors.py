@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import models
 from tpu_estimator_compat import (RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec,
                                   EstimatorSpec)
-from tpu_estimator_compat import export as export_lib
+from tpu_estimator_compat.export import saved_model as export_lib
 
 v1 = tf.compat.v1
 

@@ -462,7 +462,7 @@ def test_step_zero_checkpoint_written_while_compiling_equals_one_written_before(
         tmp_path, strategy, monkeypatch):
     """A fresh model_dir's step-0 checkpoint is written while the train function's graph is
     prepared on another thread (`loop.compiling`): the same checkpoints as without it."""
-    from tpu_estimator_compat import loop as loop_lib
+    from tpu_estimator_compat.loop import train_loop as loop_lib
 
     params = {"optimizer": "momentum", "learning_rate": 0.1}
     input_fn = models.digits_input_fn(64, flat=True)

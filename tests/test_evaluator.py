@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.evaluator: legacy's continuous evaluation.
+"""Tests for tpu_estimator_compat.api.evaluator: legacy's continuous evaluation.
 
 The loop's rules run against a scripted estimator with a fake clock (no sleeping); a real
 trainer and a real `checkpoints_iterator` evaluation loop then run side by side as two
@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import cluster_job
-from tpu_estimator_compat import evaluator as evaluator_lib
-from tpu_estimator_compat import train_and_eval
+from tpu_estimator_compat.api import evaluator as evaluator_lib
+from tpu_estimator_compat.api import train_and_eval
 
 
 class _Clock:

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 from google.protobuf.internal import encoder
 
-from tpu_estimator_compat import events_file
+from tpu_estimator_compat.summary import events_file
 
 v1 = tf.compat.v1
 

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from tpu_estimator_compat import global_step_reads
+from tpu_estimator_compat.step import global_step_reads
 
 
 def _step_variable(strategy):

@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.hparams: `tf.contrib.training.HParams` as TF 1.15 behaved.
+"""Tests for tpu_estimator_compat.contrib.hparams: `tf.contrib.training.HParams` as TF 1.15 behaved.
 
 The expected values and error messages are TF 1.15's (tensorflow/contrib/training/python/
 training/hparam.py); the calls are the ones public code makes (tensorflow/tpu retinanet:
@@ -12,7 +12,7 @@ import pickle
 
 import pytest
 
-from tpu_estimator_compat.hparams import HParams, parse_values
+from tpu_estimator_compat.contrib.hparams import HParams, parse_values
 
 
 def _hparams():

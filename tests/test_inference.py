@@ -19,7 +19,7 @@ import models
 from conftest import make_strategy
 from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
                                   TPUEstimatorSpec)
-from tpu_estimator_compat import export as export_lib
+from tpu_estimator_compat.export import saved_model as export_lib
 
 v1 = tf.compat.v1
 N_EVAL = 300  # Not a multiple of the global batch (64): the last batch is partial.
@@ -391,7 +391,7 @@ def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
     would hold more than CPU_EVAL_LOOP_BYTES. predict()'s loops start at
     iterations_per_loop and double up to CPU_PREDICT_LOOP_STEPS (a consumer may stop
     early). With a hook a loop is one step, as are TPU's."""
-    from tpu_estimator_compat import inference
+    from tpu_estimator_compat.session import inference
 
     est = make_estimator(tmp_path, make_strategy(strategy_name), ipl=1, use_tpu=False)
     est.train(models.digits_input_fn(512, flat=True), max_steps=2)

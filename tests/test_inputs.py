@@ -12,7 +12,8 @@ from conftest import make_strategy
 
 import models
 
-from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec, inputs
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat.inputs import distribute as inputs
 from tpu_estimator_compat.config import InputPipelineConfig
 
 _TRAIN = "train"
@@ -562,7 +563,7 @@ def test_params_keep_their_dict_subclass_in_input_fn_and_model_fn(tmp_path, use_
 def test_hparams_params_get_batch_size_through_their_own_api(tmp_path):
     """Legacy `_add_item_to_params`: HParams params got `batch_size` via add_hparam."""
     from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator
-    from tpu_estimator_compat.hparams import HParams
+    from tpu_estimator_compat.contrib.hparams import HParams
     seen = []
 
     def input_fn(params):

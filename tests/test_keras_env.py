@@ -110,7 +110,7 @@ def test_batch_norm_moving_statistics_equal_a_tf1_graph_bit_for_bit(tmp_path):
 
 def test_batch_norm_outside_replica_steps_keeps_keras_behaviour():
     """The switch is thread-local and scoped: plain Keras code elsewhere is untouched."""
-    from tpu_estimator_compat import keras_env
+    from tpu_estimator_compat.v1_state import keras_env
 
     seen = []
     layer = tf.keras.layers.BatchNormalization(momentum=0.9)
@@ -199,7 +199,7 @@ def test_keras_functional_model_on_model_fn_tensors_trains(strategy, tmp_path, s
 
 def test_graph_view_is_scoped_to_replica_steps():
     """Outside model_fn, Keras keeps TF2 KerasTensors and the public answer is the true one."""
-    from tpu_estimator_compat import keras_env
+    from tpu_estimator_compat.v1_state import keras_env
 
     with keras_env.tf1_graph_keras():
         assert not tf.compat.v1.executing_eagerly_outside_functions()
@@ -261,7 +261,7 @@ def test_graph_view_makes_v1_layers_also_under_init_scope():
     from tf_keras.src.engine import base_layer_v1
     from tf_keras.src.utils import version_utils
 
-    from tpu_estimator_compat import keras_env
+    from tpu_estimator_compat.v1_state import keras_env
 
     with keras_env.tf1_graph_keras():
         with tf.init_scope():  # What tf_keras enters around build(): eager here.

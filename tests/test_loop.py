@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpu_estimator_compat import inference_loop
-from tpu_estimator_compat import loop as loop_lib
+from tpu_estimator_compat.loop import inference_loop
+from tpu_estimator_compat.loop import train_loop as loop_lib
 
 
 def _dataset(strategy: tf.distribute.Strategy, rows: int, batch: int = 8) -> tf.data.Dataset:

@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.metrics: host-side metric_fn evaluation and the eval dict."""
+"""Tests for tpu_estimator_compat.step.metrics: host-side metric_fn evaluation and the eval dict."""
 
 import numpy as np
 import pytest
@@ -7,9 +7,9 @@ import tensorflow as tf
 from conftest import make_strategy
 from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
                                   TPUEstimatorSpec)
-from tpu_estimator_compat import background as background_lib
-from tpu_estimator_compat import metrics as metrics_lib
-from tpu_estimator_compat.metrics import HostMetrics, MeanLoss, finalize_eval_dict
+from tpu_estimator_compat.summary import background as background_lib
+from tpu_estimator_compat.step import metrics as metrics_lib
+from tpu_estimator_compat.step.metrics import HostMetrics, MeanLoss, finalize_eval_dict
 
 NUM_CLASSES = 10
 # Uneven sizes, a zero-row batch and a total (1000) that 128 does not divide.

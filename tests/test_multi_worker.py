@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 import cluster_job
-from tpu_estimator_compat import checkpoints as checkpoints_lib
+from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 
 WORKER = pathlib.Path(__file__).parent / "scripts" / "multi_worker" / "worker.py"
 JOB_TIMEOUT = 240  # Seconds for one job to finish; it takes ~20 s on an idle 2-core machine.

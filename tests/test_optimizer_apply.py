@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpu_estimator_compat import optimizer_apply, write_order
+from tpu_estimator_compat.step import optimizer_apply
+from tpu_estimator_compat.v1_state import write_order
 
 from conftest import make_strategy
 
@@ -287,7 +288,7 @@ def test_a_runtime_scope_left_inside_another_keeps_the_loss_scaling(nested):
     """v1 optimizers average over replicas inside `RuntimeScope`; leaving one entered inside
     another (a loop call or a compile step within train()) must not switch that off for the
     outer one (TF's own context manager set the flag False on exit)."""
-    from tpu_estimator_compat import runtime as runtime_lib
+    from tpu_estimator_compat.session import strategy_state as runtime_lib
 
     strategy = make_strategy("mirrored8")
     runtime = runtime_lib.new_runtime(strategy)

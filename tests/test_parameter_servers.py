@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 import cluster_job
-from tpu_estimator_compat import checkpoints as checkpoints_lib
+from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 
 JOB_TIMEOUT = 300
 ACCURACY_ENVELOPE = 0.03
@@ -163,7 +163,7 @@ def _info(monkeypatch, task_type, index=0, jobs=None):
     ("chief", False, True), ("worker", True, False), ("ps", True, False),
     ("evaluator", False, False)])
 def test_roles_of_a_ps_cluster(monkeypatch, task_type, serves, coordinates):
-    from tpu_estimator_compat import parameter_servers
+    from tpu_estimator_compat.session import parameter_servers
 
     info = _info(monkeypatch, task_type)
     assert parameter_servers.serves(info) is serves
@@ -171,7 +171,7 @@ def test_roles_of_a_ps_cluster(monkeypatch, task_type, serves, coordinates):
 
 
 def test_without_ps_tasks_nobody_serves_or_coordinates(monkeypatch):
-    from tpu_estimator_compat import parameter_servers
+    from tpu_estimator_compat.session import parameter_servers
 
     info = _info(monkeypatch, "worker", 1,
                  {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]})
@@ -180,7 +180,7 @@ def test_without_ps_tasks_nobody_serves_or_coordinates(monkeypatch):
 
 
 def test_a_serving_task_gives_up_on_a_chief_that_never_comes(monkeypatch):
-    from tpu_estimator_compat import parameter_servers
+    from tpu_estimator_compat.session import parameter_servers
 
     chief, ps = cluster_job.free_ports(2)
     info = _info(monkeypatch, "ps", 0,
@@ -192,7 +192,7 @@ def test_a_serving_task_gives_up_on_a_chief_that_never_comes(monkeypatch):
 
 
 def test_closure_results_combine_into_one_loop_result():
-    from tpu_estimator_compat import parameter_servers
+    from tpu_estimator_compat.session import parameter_servers
 
     part = (2, np.array([1.0, 2.0], np.float32), [], -1, [np.array([5, 6])])
     other = (1, np.array([3.0], np.float32), [], -1, [np.array([7])])

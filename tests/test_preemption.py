@@ -21,9 +21,9 @@ import tensorflow as tf
 
 import cluster_job
 from conftest import make_strategy
-from tpu_estimator_compat import checkpoints as checkpoints_lib
-from tpu_estimator_compat import preemption
-from tpu_estimator_compat import safety
+from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
+from tpu_estimator_compat.cluster import preemption
+from tpu_estimator_compat.checkpoint import safety
 
 STOP_TIMEOUT = 60  # Every process must be gone this long after the signal.
 JOB_TIMEOUT = 240

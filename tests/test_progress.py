@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from tpu_estimator_compat import progress
+from tpu_estimator_compat.summary import progress
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.replica_state: each replica's own collections in one graph.
+"""Tests for tpu_estimator_compat.v1_state.replica_state: each replica's own collections.
 
 MirroredStrategy traces every replica's model_fn into one graph, on threads that interleave
 at every all-reduce. These tests pin what each TPU core's model_fn saw: the collections of
@@ -12,8 +12,9 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from tpu_estimator_compat import (RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec,
-                                  _tf_private, replica_state)
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat.v1_state import replica_state
 
 v1 = tf.compat.v1
 

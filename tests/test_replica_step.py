@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.replica_step: how model_fn is called on each replica."""
+"""Tests for tpu_estimator_compat.step.replica_step: how model_fn is called on each replica."""
 
 import functools
 

@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 from tpu_estimator_compat import run as run_lib
-from tpu_estimator_compat import tf1_mode
+from tpu_estimator_compat.legacy import tf1_mode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)

@@ -13,8 +13,8 @@ import tensorflow as tf
 
 import models
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
-from tpu_estimator_compat import safety
-from tpu_estimator_compat.loop import NanLossError
+from tpu_estimator_compat.checkpoint import safety
+from tpu_estimator_compat.loop.train_loop import NanLossError
 
 v1 = tf.compat.v1
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "train_forever.py")
@@ -61,7 +61,7 @@ def test_second_trainer_on_same_model_dir_is_refused(tmp_path):
 def test_lock_is_released_when_holder_is_killed(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; sys.path.insert(0, %r)\n"
-        "from tpu_estimator_compat import safety\n"
+        "from tpu_estimator_compat.checkpoint import safety\n"
         "with safety.ModelDirLock(%r):\n"
         "    print('LOCKED', flush=True); time.sleep(60)\n") % (
             os.path.dirname(os.path.dirname(SCRIPT)), str(tmp_path))],

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tpu_estimator_compat.save_policy import SavePolicy
+from tpu_estimator_compat.checkpoint.save_policy import SavePolicy
 
 
 class FakeClock:

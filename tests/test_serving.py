@@ -6,7 +6,7 @@ tests/test_export.py.
 import pytest
 import tensorflow as tf
 
-from tpu_estimator_compat import serving
+from tpu_estimator_compat.export import serving
 
 v1 = tf.compat.v1
 NUM_IN = 4

@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.strategy: which strategy a TPUEstimator runs on, and why.
+"""Tests for tpu_estimator_compat.session.strategy: which strategy a TPUEstimator runs on, and why.
 
 This machine has no TPU or GPU; conftest splits the CPU into 8 logical devices.
 """
@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from conftest import NUM_LOGICAL_CPUS, make_strategy
 
-from tpu_estimator_compat import strategy as strategy_lib
+from tpu_estimator_compat.session import strategy as strategy_lib
 
 _CHOSEN = "TPUEstimator runs on %s with %d replica(s): %s."
 _CPU_FALLBACK = (f"no TPU or GPU; MirroredStrategy over {NUM_LOGICAL_CPUS} logical CPU "

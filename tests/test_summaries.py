@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import models
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
-from tpu_estimator_compat import summaries
+from tpu_estimator_compat.summary import summaries
 
 v1 = tf.compat.v1
 
@@ -404,7 +404,7 @@ def test_scalar_host_call_tensor_rejected(tmp_path):
 def test_v1_summaries_in_model_fn_are_dropped_with_warning_with_use_tpu(tmp_path,
                                                                        monkeypatch):
     """Legacy TPU dropped v1 summary ops made inside the TPU computation."""
-    from tpu_estimator_compat import replica_step
+    from tpu_estimator_compat.step import replica_step
 
     warnings = []
     monkeypatch.setattr(replica_step.logging, "warning",
@@ -454,7 +454,7 @@ def test_v1_summaries_in_model_fn_are_written_on_the_cpu_path(tmp_path, monkeypa
     iterations_per_loop=4, train to 7 then to 9): one event at steps 1, 4, 7 and 8 holding
     the model_fn's summaries in the order it made them, then `loss`.
     """
-    from tpu_estimator_compat import replica_step
+    from tpu_estimator_compat.step import replica_step
     from conftest import make_strategy
 
     warnings = []

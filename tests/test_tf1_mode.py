@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.tf1_mode: the TF1 view, its import hook and TF1 detection.
+"""Tests for tpu_estimator_compat.legacy.tf1_mode: the TF1 view, its import hook and TF1 detection.
 
 `enable()` switches tensor shapes to TF1 behaviour for the whole process, so it runs only in
 the launcher's subprocess tests (test_run.py); here the view, `tf1_import` and the finder are
@@ -14,8 +14,8 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator_compat
-from tpu_estimator_compat import aliases
-from tpu_estimator_compat import tf1_mode
+from tpu_estimator_compat.legacy import aliases
+from tpu_estimator_compat.legacy import tf1_mode
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.tf1_names: the names TF1 model code reads.
+"""Tests for tpu_estimator_compat.v1_state.tf1_names: the names TF1 model code reads.
 
 `v.op.name` on the shim's eager variables, and scope-filtered collections on every replica,
 compared with what a TF1 graph built on TensorFlow 2.21 gives for the same model code, and
@@ -11,7 +11,8 @@ import tensorflow as tf
 import models
 from conftest import make_strategy
 
-from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec, tf1_names
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat.v1_state import tf1_names
 
 v1 = tf.compat.v1
 

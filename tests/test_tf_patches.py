@@ -19,7 +19,8 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator_compat
-from tpu_estimator_compat import _tf_patches, warm_start
+from tpu_estimator_compat._tf import patches as _tf_patches
+from tpu_estimator_compat.checkpoint import warm_start
 
 # Every patched symbol: name -> the dotted paths it rebinds (for keras_env's
 # executing_eagerly_outside_functions: the function whose public API bindings it rebinds).
@@ -155,7 +156,7 @@ _SCOPED_ARGS = {
     "inputs.device_pipelines": lambda: (),
 }
 
-_SEAM_MODULES = ("_tf_private.py", "_tf_patches.py", "_tf_patch_table.py")
+_SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py")
 
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {
@@ -217,7 +218,7 @@ def _none_installed():
 def test_the_table_lists_exactly_the_known_patched_symbols():
     table = {p.name: p.paths for p in _tf_patches.PATCHES}
     assert table == PATCHED_SYMBOLS, (
-        "tpu_estimator_compat/_tf_patch_table.py PATCHES changed: update PATCHED_SYMBOLS in "
+        "tpu_estimator_compat/_tf/patch_table.py PATCHES changed: update PATCHED_SYMBOLS in "
         "tests/test_tf_patches.py to list every patched TensorFlow symbol.")
 
 
@@ -235,7 +236,7 @@ def test_check_names_a_moved_symbol_and_what_to_update():
     moved = dataclasses.replace(_tf_patches.patch("cross_shard.cross_replica_sum"),
                                 target="tensorflow.compat.v1.tpu.cross_replica_sum_moved")
     with pytest.raises(_tf_patches.PatchTargetError,
-                       match=r"cross_replica_sum_moved.*_tf_patch_table\.py"):
+                       match=r"cross_replica_sum_moved.*_tf/patch_table\.py"):
         _tf_patches.check(moved)
     gone_module = dataclasses.replace(moved, target="tensorflow.python.no_such_module.fn")
     with pytest.raises(_tf_patches.PatchTargetError, match=r"no_such_module"):
@@ -357,6 +358,10 @@ def test_kinds_are_not_mixed_up():
 _PACKAGE = pathlib.Path(tpu_estimator_compat.__file__).parent
 
 
+def _in_seam(path):
+    return pathlib.Path(path).resolve().relative_to(_PACKAGE.resolve()).as_posix() in _SEAM_MODULES
+
+
 def _private_names(line):
     return [n for n in re.findall(r"\._([A-Za-z]\w*)", line) if not n.endswith("__")]
 
@@ -375,7 +380,7 @@ def test_pylint_finds_protected_access_only_in_the_seam_modules():
     problems = []
     for row in result.stdout.splitlines():
         parts = row.split(":", 3)
-        if len(parts) != 4 or pathlib.Path(parts[0]).name in _SEAM_MODULES:
+        if len(parts) != 4 or _in_seam(parts[0]):
             continue
         path, line, symbol, message = parts
         if symbol == "protected-access":
@@ -386,9 +391,9 @@ def test_pylint_finds_protected_access_only_in_the_seam_modules():
             if unknown:
                 problems.append(f"{path}:{line}: pylint-disabled access to {unknown}")
     assert not problems, (
-        "Private attribute access outside _tf_private.py/_tf_patches.py:\n  "
+        "Private attribute access outside _tf/private.py and _tf/patches.py:\n  "
         + "\n  ".join(problems)
-        + "\nMove TensorFlow private reads into _tf_private.py (with a note saying why no "
+        + "\nMove TensorFlow private reads into _tf/private.py (with a note saying why no "
           "public API serves) and patches into _tf_patches.PATCHES; for a name that is not "
           "TensorFlow's, add it to _NOT_TENSORFLOW in tests/test_tf_patches.py with the reason.")
 
@@ -418,17 +423,17 @@ def _string_private_accesses(tree):
 def test_no_private_attribute_is_reached_by_name_outside_the_seam_modules():
     """What pylint cannot see: private names passed as strings."""
     problems = []
-    for path in sorted(_PACKAGE.glob("*.py")):
-        if path.name in _SEAM_MODULES:
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        if _in_seam(path):
             continue
         tree = ast.parse(path.read_text(), str(path))
-        problems += [f"{path.name}:{line}: {name!r}"
+        problems += [f"{path.relative_to(_PACKAGE)}:{line}: {name!r}"
                      for line, name in _string_private_accesses(tree)
                      if name not in _NOT_TENSORFLOW]
     assert not problems, (
-        "Private attributes reached by name outside _tf_private.py/_tf_patches.py:\n  "
+        "Private attributes reached by name outside _tf/private.py and _tf/patches.py:\n  "
         + "\n  ".join(problems)
-        + "\nMove TensorFlow's into _tf_private.py; list other owners' in _NOT_TENSORFLOW.")
+        + "\nMove TensorFlow's into _tf/private.py; list other owners' in _NOT_TENSORFLOW.")
 
 
 def test_patches_survive_a_later_import_of_their_package_in_a_fresh_process():
@@ -438,7 +443,7 @@ def test_patches_survive_a_later_import_of_their_package_in_a_fresh_process():
     hold the patched names too, or the script gets TF's resolver that raises without a TPU."""
     code = textwrap.dedent("""
         import tpu_estimator_compat
-        from tpu_estimator_compat import aliases
+        from tpu_estimator_compat.legacy import aliases
         tpu_estimator_compat.install_aliases()
         import tensorflow as tf
         from tensorflow.compat.v1.distribute.cluster_resolver import TPUClusterResolver

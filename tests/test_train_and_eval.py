@@ -9,7 +9,7 @@ import tensorflow as tf
 import models
 from tpu_estimator_compat import (BestExporter, EvalSpec, LatestExporter, RunConfig,
                                   TPUConfig, TPUEstimator, TrainSpec, train_and_evaluate)
-from tpu_estimator_compat import export as export_lib
+from tpu_estimator_compat.export import saved_model as export_lib
 
 
 def features_model_fn(features, labels, mode, params):

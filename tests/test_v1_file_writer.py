@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.v1_file_writer: a v1 FileWriter with eager execution on.
+"""Tests for tpu_estimator_compat.contrib.v1_file_writer: a v1 FileWriter with eager execution on.
 
 Events are read back with TensorFlow's own readers (`summary_iterator`, and
 `TFRecordDataset` + `Event.FromString`). The launcher-level run of a TF1 script is in
@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 
 from tpu_estimator_compat import RunConfig, TPUEstimator, TPUEstimatorSpec
-from tpu_estimator_compat import _tf_patches, v1_file_writer
+from tpu_estimator_compat._tf import patches as _tf_patches
+from tpu_estimator_compat.contrib import v1_file_writer
 
 v1 = tf.compat.v1
 PATCHES = ("v1_file_writer.init", "v1_file_writer.add_summary")

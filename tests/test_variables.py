@@ -1,4 +1,4 @@
-"""Tests for tpu_estimator_compat.variables: TF1 variable semantics inside replica steps.
+"""Tests for tpu_estimator_compat.v1_state.variables: TF1 variable semantics inside replica steps.
 
 MirroredStrategy runs each replica in its own thread, all tracing into one graph, and switches
 threads at every all-reduce. These tests pin what a TPU core saw, whatever the interleaving:
@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpu_estimator_compat import (RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec,
-                                  _tf_private, replica_state, variables)
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat.v1_state import replica_state
+from tpu_estimator_compat.v1_state import variables
 
 v1 = tf.compat.v1
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 import models
 from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
                                   TPUEstimatorSpec)
-from tpu_estimator_compat.warm_start import WarmStartSettings
+from tpu_estimator_compat.checkpoint.warm_start import WarmStartSettings
 
 v1 = tf.compat.v1
 

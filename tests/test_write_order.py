@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tpu_estimator_compat import write_order
+from tpu_estimator_compat.v1_state import write_order
 
 
 def _variables(sizes: list[int]) -> list[tf.Variable]:

@@ -27,10 +27,10 @@ from typing import Any, Sequence
 from absl import logging
 
 import tpu_estimator_compat  # noqa: F401  Sets TF_USE_LEGACY_KERAS before TensorFlow loads.
-from tpu_estimator_compat import aliases
+from tpu_estimator_compat.legacy import aliases
 from tpu_estimator_compat import config as config_lib
-from tpu_estimator_compat import runtime
-from tpu_estimator_compat import tf1_mode
+from tpu_estimator_compat.session import strategy_state as runtime
+from tpu_estimator_compat.legacy import tf1_mode
 
 _TF1_MODES = ("auto", "on", "off")
 _CPU_ALLOCATORS = ("bfc", "malloc")

@@ -1,0 +1,1 @@
+"""The estimator facade and train_and_evaluate."""

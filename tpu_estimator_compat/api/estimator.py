@@ -1,0 +1,444 @@
+"""The `TPUEstimator` facade: legacy constructor, legacy errors, and mode entry points.
+
+`TPUEstimator(model_fn, ...)` validates its arguments the way legacy did; each public method
+validates its own, picks the runtime (strategy, variables: `runtime.py`, `strategy.py`) and
+hands the run to its session: `train_session.py` for train, `inference.py` for evaluate and
+predict, `export.py` for export. It holds no loop logic, no variable logic and no file formats
+of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import signal
+from typing import Any, Callable, Iterator, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
+from tpu_estimator_compat.cluster import workers as cluster_lib
+from tpu_estimator_compat import config as config_lib
+from tpu_estimator_compat.step import cross_shard
+from tpu_estimator_compat.v1_state import eager_scope
+from tpu_estimator_compat.embedding import engine as embedding_lib
+from tpu_estimator_compat.embedding import config as embedding_config_lib
+from tpu_estimator_compat.export import saved_model as export_lib
+from tpu_estimator_compat.loop import hooks as hooks_lib
+from tpu_estimator_compat.session import inference
+from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat.v1_state import keras_env
+from tpu_estimator_compat.step import optimizer_apply
+from tpu_estimator_compat.session import parameter_servers
+from tpu_estimator_compat.cluster import preemption
+from tpu_estimator_compat.step import replica_step
+from tpu_estimator_compat.session import strategy_state as runtime_lib
+from tpu_estimator_compat.checkpoint import safety
+from tpu_estimator_compat import spec as spec_lib
+from tpu_estimator_compat.session import strategy as strategy_lib
+from tpu_estimator_compat.summary import summaries
+from tpu_estimator_compat.v1_state import tf1_names
+from tpu_estimator_compat.contrib import tf_slim as tf_slim_support
+from tpu_estimator_compat.session import train_session
+from tpu_estimator_compat.contrib import v1_file_writer
+
+ModeKeys = spec_lib.ModeKeys
+_RESERVED_PARAMS_KEYS = (inputs_lib.BATCH_SIZE_KEY, inputs_lib.CONTEXT_KEY)
+
+
+def _check_positive_int(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"`{name}` must be a positive integer; received {value!r}. (Legacy: {name} must "
+            f"be positive integer.)")
+
+
+class TPUEstimator:
+    """Legacy `tf.compat.v1.estimator.tpu.TPUEstimator`, running on TF2 tf.distribute.
+
+    Args mirror the legacy constructor. With `use_tpu=True` the job runs on a TPU when one
+    is reachable, else on local GPUs or split CPU devices, else on the CPU (see
+    `strategy.py`); with `use_tpu=False` it runs on the CPU as legacy did.
+    """
+
+    def __init__(self,
+                 model_fn: Callable[..., Any] | None = None,
+                 model_dir: str | None = None,
+                 config: config_lib.RunConfig | None = None,
+                 params: dict[str, Any] | None = None,
+                 use_tpu: bool = True,
+                 train_batch_size: int | None = None,
+                 eval_batch_size: int | None = None,
+                 predict_batch_size: int | None = None,
+                 batch_axis: Any = None,
+                 eval_on_tpu: bool = True,
+                 export_to_tpu: bool = True,
+                 export_to_cpu: bool = True,
+                 warm_start_from: Any = None,
+                 embedding_config_spec: Any = None,
+                 export_saved_model_api_version: Any = None) -> None:
+        keras_env.check_legacy_keras()
+        if config is None or not isinstance(config, config_lib.RunConfig):
+            raise ValueError(
+                "`config` must be provided with type `tpu_config.RunConfig`; received "
+                f"{type(config).__name__}. Pass `config=tpu_estimator_compat.RunConfig(...)`.")
+        if params is not None and not (isinstance(params, dict)
+                                       or hasattr(params, "set_hparam")):
+            raise ValueError(f"`params` must be a dict, an HParams or None; received "
+                             f"{type(params).__name__}.")
+        if params is not None and any(k in params for k in _RESERVED_PARAMS_KEYS):
+            raise ValueError(
+                f"{list(_RESERVED_PARAMS_KEYS)} are reserved keys but existed in params "
+                f"{params}. Remove them: TPUEstimator sets params['batch_size'] itself from "
+                "train_batch_size/eval_batch_size/predict_batch_size.")
+        if model_fn is None or not callable(model_fn):
+            raise ValueError(f"`model_fn` must be callable; received {model_fn!r}.")
+        replica_step.check_model_fn_signature(model_fn)
+        if use_tpu:
+            if train_batch_size is None:
+                raise ValueError(
+                    "`train_batch_size` cannot be `None` when use_tpu=True. Pass the global "
+                    "batch size, e.g. TPUEstimator(..., train_batch_size=1024).")
+            _check_positive_int(train_batch_size, "train_batch_size")
+        for name, value in (("train_batch_size", train_batch_size),
+                            ("eval_batch_size", eval_batch_size),
+                            ("predict_batch_size", predict_batch_size)):
+            if value is not None:
+                _check_positive_int(value, name)
+        self._embedding = None
+        if embedding_config_spec is not None:
+            embedding_config_lib.check_estimator_arguments(
+                embedding_config_spec, use_tpu=use_tpu, eval_on_tpu=eval_on_tpu,
+                tpu_config=config.tpu_config)
+            if use_tpu:  # use_tpu=False: the columns are ordinary columns, as in legacy.
+                self._embedding = embedding_lib.EmbeddingEngine(
+                    embedding_config_lib.EmbeddingConfig.from_spec(embedding_config_spec),
+                    eval_on_tpu=eval_on_tpu)
+        self._model_dir = config_lib.validate_model_dir(model_dir, config)
+        self._config = config.replace(model_dir=self._model_dir)
+        # Kept as given (a deep copy), as legacy: a dict subclass or HParams reaches
+        # model_fn and input_fn as that type.
+        self._params = inputs_lib.copy_params(params)
+        self._model_fn = model_fn
+        self._use_tpu = bool(use_tpu)
+        self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
+                             ModeKeys.PREDICT: predict_batch_size}
+        self._eval_on_tpu = eval_on_tpu
+        self._warm_start_from = warm_start_from
+        self._batch_axis = inputs_lib.check_batch_axis(batch_axis)
+        self._runtimes: dict[int, runtime_lib.Runtime] = {}
+        self._summary_writers = summaries.ModelFnWriters()  # Those model_fn creates.
+        cross_shard.install()
+        optimizer_apply.install()
+        tf_slim_support.install()  # model_fns call tf-slim (contrib.layers) directly too.
+        tf1_names.install()
+        v1_file_writer.install()  # Host eval loops write Summary protos with eager on.
+
+    # ------------------------------------------------------------------------------------
+    # Legacy read-only properties.
+
+    @property
+    def model_dir(self) -> str:
+        return self._model_dir
+
+    @property
+    def config(self) -> config_lib.RunConfig:
+        return self._config
+
+    @property
+    def params(self) -> Any:
+        return inputs_lib.copy_params(self._params)
+
+    @property
+    def model_fn(self) -> Callable[..., Any]:
+        return self._model_fn
+
+    def latest_checkpoint(self) -> str | None:
+        return tf.train.latest_checkpoint(self._model_dir)
+
+    def get_variable_names(self) -> list[str]:
+        return [name for name, _ in tf.train.list_variables(self._require_checkpoint())]
+
+    def get_variable_value(self, name: str) -> Any:
+        return tf.train.load_variable(self._require_checkpoint(), name)
+
+    def _require_checkpoint(self) -> str:
+        path = self.latest_checkpoint()
+        if path is None:
+            raise ValueError(f"Could not find trained model in model_dir: {self._model_dir}. "
+                             "Train first.")
+        return path
+
+    # ------------------------------------------------------------------------------------
+    # Runtime.
+
+    def _distribute_for(self, mode: str, use_tpu: bool) -> tf.distribute.Strategy | None:
+        if mode == ModeKeys.TRAIN:
+            return self._config.train_distribute
+        if use_tpu:
+            return self._config.eval_distribute or self._config.train_distribute
+        # Off TPU (use_tpu=False or eval_on_tpu=False) legacy's Estimator used
+        # `train_distribute` for training only: with no `eval_distribute` it evaluated and
+        # predicted undistributed, on one device (google-research/bigbird's use_tpu=False path
+        # sets only `train_distribute`, and its metric_fn takes scalars).
+        return self._config.eval_distribute
+
+    def _runtime(self, mode: str, fresh: bool = False) -> runtime_lib.Runtime:
+        """The runtime (variables, global step) for `mode`'s strategy, kept across calls.
+
+        `fresh=True` gives a new one, not kept: legacy evaluated and predicted in a new graph
+        whose variables were initialised, not restored, when model_dir held no checkpoint.
+        """
+        tpu_config = self._config.tpu_config
+        use_tpu = self._use_tpu and (mode == ModeKeys.TRAIN or self._eval_on_tpu)
+        choice = strategy_lib.select(use_tpu=use_tpu,
+                                     distribute=self._distribute_for(mode, use_tpu),
+                                     cluster=self._config.cluster,
+                                     cluster_info=self._config.cluster_info,
+                                     num_shards=tpu_config.num_shards,
+                                     num_cores_per_replica=tpu_config.num_cores_per_replica,
+                                     partitioned_inputs=bool(tpu_config.input_partition_dims),
+                                     training=mode == ModeKeys.TRAIN,
+                                     peer_timeout_secs=self._config.peer_timeout_secs,
+                                     register_timeout_secs=(
+                                         self._config.session_creation_timeout_secs))
+        key = id(choice.strategy)
+        if fresh:
+            return runtime_lib.new_runtime(choice.strategy)
+        if key not in self._runtimes:
+            self._runtimes[key] = runtime_lib.new_runtime(choice.strategy)
+        return self._runtimes[key]
+
+    def _seed_random(self) -> None:
+        """Seeds every random source as legacy's graph seed did for each new graph."""
+        if self._config.tf_random_seed is not None:
+            # Keras 2 initializers draw their seeds from Python's `random`, so seeding TF
+            # alone does not repeat a run; legacy graph mode got this from the graph seed.
+            tf.keras.utils.set_random_seed(self._config.tf_random_seed)
+
+    def _plan(self, mode: str, strategy: tf.distribute.Strategy) -> inputs_lib.BatchPlan:
+        name = {ModeKeys.TRAIN: "train_batch_size", ModeKeys.EVAL: "eval_batch_size",
+                ModeKeys.PREDICT: "predict_batch_size"}[mode]
+        pipeline = self._config.tpu_config.effective_input_pipeline(mode == ModeKeys.TRAIN)
+        num_hosts = cluster_lib.num_hosts(strategy)
+        return inputs_lib.plan_batches(
+            global_batch_size=self._batch_sizes[mode], batch_name=name,
+            num_replicas=strategy.num_replicas_in_sync, num_hosts=num_hosts,
+            pipeline=pipeline, use_tpu=self._use_tpu)
+
+    def _caller(self, plan: inputs_lib.BatchPlan,
+                use_tpu: bool | None = None) -> replica_step.ModelFnCaller:
+        def context_factory(mode: str) -> inputs_lib.TPUContext:
+            return inputs_lib.TPUContext(None, plan, mode)
+
+        return replica_step.ModelFnCaller(
+            self._model_fn, self._params, self._config,
+            self._use_tpu if use_tpu is None else use_tpu, context_factory,
+            embedding=self._embedding, summary_writers=self._summary_writers)
+
+    def _settings(self) -> runtime_lib.RunSettings:
+        return runtime_lib.RunSettings(
+            model_dir=self._model_dir, config=self._config, params=self._params,
+            use_tpu=self._use_tpu, batch_axis=self._batch_axis,
+            iterations_per_loop=self._iterations_per_loop(),
+            warm_start_from=self._warm_start_from, make_caller=self._caller,
+            seed_random=self._seed_random)
+
+    # ------------------------------------------------------------------------------------
+    # train
+
+    @eager_scope.eager_entry_point
+    def train(self, input_fn: Callable[..., Any], hooks: Sequence[Any] | None = None,
+              steps: int | None = None, max_steps: int | None = None,
+              saving_listeners: Sequence[Any] | None = None) -> "TPUEstimator":
+        """Trains `steps` more steps, or up to global step `max_steps` (legacy semantics)."""
+        _validate_steps(steps, max_steps, use_tpu=self._use_tpu)
+        hooks_lib.check_supported(list(hooks or ()), tensors_per_step=not self._use_tpu)
+        if parameter_servers.serves(self._config.cluster_info):  # Never returns.
+            parameter_servers.serve(self._config.cluster_info, protocol=self._config.protocol,
+                                    wait_secs=self._config.session_creation_timeout_secs)
+        runtime = self._runtime(ModeKeys.TRAIN)
+        with self._peer_failures(runtime, "Training"):
+            return self._train(runtime, input_fn, hooks, steps, max_steps, saving_listeners)
+
+    def _train(self, runtime: runtime_lib.Runtime, input_fn: Callable[..., Any],
+               hooks: Sequence[Any] | None, steps: int | None, max_steps: int | None,
+               saving_listeners: Sequence[Any] | None) -> "TPUEstimator":
+        # The workers of a cluster start from the step the chief sees, or they would disagree
+        # on the target and wait forever for each other at the end.
+        start_step = cluster_lib.from_chief(runtime.strategy, _step_of_latest(self._model_dir))
+        if max_steps is not None and start_step >= max_steps:
+            logging.info("Skipping training since max_steps has already saved.")
+            return self
+        target = max_steps if max_steps is not None else (
+            start_step + steps if steps is not None else None)
+        plan = self._plan(ModeKeys.TRAIN, runtime.strategy)
+        self._seed_random()
+        # Only the chief writes into model_dir; the other workers of its job share it.
+        lock = (safety.ModelDirLock(self._model_dir) if cluster_lib.is_chief(runtime.strategy)
+                else contextlib.nullcontext())
+        signals = safety.StopSignals(interrupt_too=cluster_lib.is_multi_client(runtime.strategy))
+        with lock, signals, runtime.scope(), self._summary_writers.flushing():
+            outcome = train_session.TrainSession(self._settings(), runtime, plan).run(
+                input_fn, list(hooks or ()), target, saving_listeners, signals,
+                steps=steps if max_steps is None else None)
+        preemption.exit_if_stopped(outcome, step=int(runtime.global_step.numpy()),
+                                   checkpoint=self.latest_checkpoint())
+        if signals.terminated:
+            raise SystemExit(128 + signal.SIGTERM)
+        return self
+
+    @contextlib.contextmanager
+    def _peer_failures(self, runtime: runtime_lib.Runtime, what: str) -> Iterator[None]:
+        """Turns the engine's error for a lost peer task into one saying what to do."""
+        try:
+            yield
+        except tf.errors.OpError as e:
+            error = cluster_lib.peer_lost_error(runtime.strategy, e, what=what,
+                                                latest_checkpoint=self.latest_checkpoint())
+            if error is None:
+                raise
+            raise error from e
+
+    # ------------------------------------------------------------------------------------
+    # evaluate / predict
+
+    @eager_scope.eager_entry_point
+    def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None,
+                 hooks: Sequence[Any] | None = None, checkpoint_path: str | None = None,
+                 name: str | None = None) -> dict[str, Any]:
+        """Evaluates on `steps` batches, or until input_fn is exhausted (every example once).
+
+        Returns the legacy dict: every metric, `loss` (mean of per-step losses) and
+        `global_step`, and writes them as events under `model_dir/eval[_<name>]`.
+        """
+        if steps is not None and (isinstance(steps, bool) or steps <= 0):
+            raise ValueError(f"Must specify steps > 0, given: {steps}.")
+        on_tpu = self._use_tpu and self._eval_on_tpu
+        hooks_lib.check_supported(list(hooks or ()), tensors_per_step=not on_tpu)
+        if on_tpu and self._batch_sizes[ModeKeys.EVAL] is None:
+            raise ValueError(
+                "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate "
+                "is running on TPU. Pass eval_batch_size=..., or eval_on_tpu=False.")
+        checkpoint = self._checkpoint_to_use(checkpoint_path, "evaluate")
+        with self._summary_writers.flushing():
+            session = self._inference_session(ModeKeys.EVAL, input_fn, checkpoint, on_tpu,
+                                              hooks)
+            try:
+                with self._peer_failures(session.runtime, "Evaluation"):
+                    return inference.evaluate(session, model_dir=self._model_dir, steps=steps,
+                                              name=name, checkpoint=checkpoint)
+            finally:
+                session.release_input()
+
+    @eager_scope.eager_generator
+    def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,
+                hooks: Sequence[Any] | None = None, checkpoint_path: str | None = None,
+                yield_single_examples: bool = True) -> Iterator[Any]:
+        """Yields predictions for every example of input_fn, once each, in order."""
+        on_tpu = self._use_tpu
+        hooks_lib.check_supported(list(hooks or ()), tensors_per_step=not on_tpu)
+        if on_tpu and self._batch_sizes[ModeKeys.PREDICT] is None:
+            raise ValueError(
+                "predict_batch_size in TPUEstimator constructor cannot be `None` if "
+                ".predict is running on TPU. Pass predict_batch_size=....")
+        checkpoint = self._checkpoint_to_use(checkpoint_path, "predict")
+        with self._summary_writers.flushing():
+            session = self._inference_session(ModeKeys.PREDICT, input_fn, checkpoint, on_tpu,
+                                              hooks)
+            try:
+                yield from inference.predict(session, predict_keys, yield_single_examples)
+            finally:
+                session.release_input()
+
+    # ------------------------------------------------------------------------------------
+    # export
+
+    @eager_scope.eager_entry_point
+    def export_saved_model(self, export_dir_base: str,
+                           serving_input_receiver_fn: Callable[[], Any],
+                           assets_extra: dict[str, str] | None = None, as_text: bool = False,
+                           checkpoint_path: str | None = None,
+                           experimental_mode: str = ModeKeys.PREDICT) -> bytes:
+        """Writes `export_dir_base/<timestamp>/`, a `serve`-tagged SavedModel (legacy API).
+
+        model_fn is called in PREDICT mode in a TF1 graph, without `batch_size` and with
+        `use_tpu=False` in params, as legacy's CPU export graph was built.
+        """
+        if experimental_mode != ModeKeys.PREDICT:
+            raise NotImplementedError(
+                f"`experimental_mode` ({experimental_mode!r}) is not supported; only "
+                "ModeKeys.PREDICT SavedModels are exported.")
+        caller = self._caller(self._plan(ModeKeys.PREDICT, tf.distribute.get_strategy()),
+                              use_tpu=False)
+        return export_lib.export_saved_model(
+            call_model_fn=functools.partial(_call_for_export, caller),
+            checkpoint_path=checkpoint_path or self._model_dir,
+            export_dir_base=export_dir_base,
+            serving_input_receiver_fn=serving_input_receiver_fn,
+            assets_extra=assets_extra, as_text=as_text,
+            tf_random_seed=self._config.tf_random_seed)
+
+    export_savedmodel = export_saved_model  # The name legacy TF 1.x scripts still call.
+
+    def _checkpoint_to_use(self, checkpoint_path: str | None, what: str) -> str | None:
+        if checkpoint_path is not None:
+            if not tf.io.gfile.exists(checkpoint_path + ".index"):
+                directory = tf.train.latest_checkpoint(checkpoint_path)
+                if directory is None:
+                    raise ValueError(
+                        f"`checkpoint_path` ({checkpoint_path}) is not a checkpoint or a "
+                        "directory holding one. Pass a prefix like model_dir/model.ckpt-100.")
+                checkpoint_path = directory
+            return checkpoint_path
+        latest = self.latest_checkpoint()
+        if latest is None:
+            logging.warning("Could not find trained model in model_dir: %s, running "
+                            "initialization to %s.", self._model_dir, what)
+        return latest
+
+    def _inference_session(self, mode: str, input_fn: Callable[..., Any],
+                           checkpoint: str | None, on_tpu: bool,
+                           hooks: Sequence[Any] | None) -> inference.InferenceSession:
+        # No checkpoint: fresh variables, initialised as legacy's new graph initialised them
+        # (global step 0), not the in-memory state a train() left in this process.
+        runtime = self._runtime(mode, fresh=checkpoint is None)
+        if checkpoint is None:
+            self._seed_random()
+        return inference.open_session(self._settings(), runtime,
+                                      self._plan(mode, runtime.strategy), mode, input_fn,
+                                      checkpoint, on_tpu, hooks)
+
+    def _iterations_per_loop(self) -> int:
+        parsed = self._config.tpu_config.parsed_iterations_per_loop
+        if parsed.unit != "count":
+            raise NotImplementedError(
+                f"`iterations_per_loop` in seconds ({parsed.value}{parsed.unit}) is not "
+                "supported; give a step count, e.g. iterations_per_loop=100.")
+        return parsed.value
+
+
+def _call_for_export(caller: replica_step.ModelFnCaller, features: Any, labels: Any,
+                     mode: str) -> Any:
+    return caller(features, labels, mode, None, export_mode=True)
+
+
+def _validate_steps(steps: int | None, max_steps: int | None, *, use_tpu: bool) -> None:
+    if steps is not None and max_steps is not None:
+        raise ValueError(
+            f"Can not provide both steps and max_steps (received steps={steps}, "
+            f"max_steps={max_steps}). Pass one of them.")
+    if steps is not None and (isinstance(steps, bool) or steps <= 0):
+        raise ValueError(f"Must specify steps > 0, given: {steps}.")
+    if max_steps is not None and (isinstance(max_steps, bool) or max_steps <= 0):
+        raise ValueError(f"Must specify max_steps > 0, given: {max_steps}.")
+    if use_tpu and steps is None and max_steps is None:
+        raise ValueError(
+            "For TPU training, one of `steps` or `max_steps` must be set. Cannot be both "
+            "`None`. Pass e.g. estimator.train(input_fn, max_steps=1000).")
+
+
+def _step_of_latest(model_dir: str) -> int:
+    path = tf.train.latest_checkpoint(model_dir) if tf.io.gfile.exists(model_dir) else None
+    return 0 if path is None else checkpoints_lib.checkpoint_step(path)

@@ -1,0 +1,1 @@
+"""Checkpoints in model_dir: naming, saving policy, warm start, safety of the directory."""

@@ -1,0 +1,1 @@
+"""Where the job runs: TF_CONFIG, workers and their strategy, preemption."""

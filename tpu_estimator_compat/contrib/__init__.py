@@ -1,0 +1,1 @@
+"""Stand-ins for legacy names whose TensorFlow homes are gone (tf.contrib.*, tf-slim, hub)."""

@@ -1,0 +1,1 @@
+"""TPU embedding tables on GPUs and CPU replicas."""

@@ -1,0 +1,1 @@
+"""SavedModel export: the serving graph and its receivers and outputs."""

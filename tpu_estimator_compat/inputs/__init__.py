@@ -1,0 +1,1 @@
+"""Legacy input_fn to per-replica input."""

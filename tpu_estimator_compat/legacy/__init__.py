@@ -1,0 +1,1 @@
+"""Legacy names served to unchanged scripts: aliases, import hook, TF1 mode."""

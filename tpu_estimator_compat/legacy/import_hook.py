@@ -1,0 +1,358 @@
+"""Legacy module paths as real modules: `tensorflow.contrib.*`, `tensorflow_estimator.*`, ...
+
+    import tpu_estimator_compat
+    tpu_estimator_compat.install_aliases()          # installs the finder below
+    from tensorflow.contrib import tpu as contrib_tpu
+    from tensorflow.python.estimator import estimator
+    from tensorflow_estimator.python.estimator.tpu import tpu_estimator
+    estimator._load_global_step_from_checkpoint_dir(model_dir)
+
+Real TF1 code reached Estimator, TPUEstimator and contrib through module paths, not only
+through attributes of `tf`: `from tensorflow.contrib import layers`, `import
+tensorflow_estimator as tf_estimator`, `from tensorflow.python.estimator import estimator`
+(see `migration_guide/launcher.md` for the paths and where each was seen). Python resolves
+these through `sys.modules` and `sys.meta_path`, so this module owns a meta-path finder that
+builds those modules lazily, on first import, out of the alias namespaces of `aliases.py`, and
+the private helpers real code called through them (`_load_global_step_from_checkpoint_dir`).
+A name no module serves fails with `aliases.LegacySymbolError` (an ImportError subclass is
+raised on the import path) naming the legacy symbol, never a bare `ModuleNotFoundError`.
+It must not know about TF1 mode, the launcher's command line, or how estimators run.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+import types
+from typing import Any, Callable, Sequence
+
+from tpu_estimator_compat.legacy import aliases
+
+_CONTRIB = "tensorflow.contrib"
+_TFE = "tensorflow_estimator"
+_TFE_PRIVATE = "tensorflow_estimator.python.estimator"
+_TF_PRIVATE_ESTIMATOR = "tensorflow.python.estimator"
+_ESTIMATOR_ROOTS = aliases.ESTIMATOR_MODULE_NAMES
+# TensorFlow up to 2.15 kept stubs under `tensorflow.python.tpu` that re-exported
+# tensorflow-estimator's TPU modules (`from tensorflow_estimator.python.estimator.tpu.tpu_config
+# import *`); TF 2.16 dropped them. mesh_tensorflow (`transformer/utils.py`: `from
+# tensorflow.python.tpu import tpu_config, tpu_estimator`) imports them; they serve the same
+# modules as `tensorflow_estimator.python.estimator.tpu.<name>`, only where TensorFlow itself
+# has no module of that name.
+_TF_PRIVATE_TPU = "tensorflow.python.tpu"
+_TF_TPU_STUBS = frozenset(("error_handling", "tpu_config", "tpu_context", "tpu_estimator",
+                           "util"))
+_PREFIXES = (_CONTRIB, _TFE, _TF_PRIVATE_ESTIMATOR, _TF_PRIVATE_TPU + ".") + _ESTIMATOR_ROOTS
+
+# The private modules of tensorflow-estimator 2.15.0 (its package tree, tests and the generated
+# `api` excluded), relative to `tensorflow_estimator.python.estimator`. TF 1.x shipped the same
+# tree as `tensorflow.python.estimator`; both prefixes serve it.
+_PRIVATE_ESTIMATOR_MODULES = frozenset("""
+canned canned.baseline canned.dnn canned.dnn_linear_combined canned.head canned.kmeans
+canned.linear canned.metric_keys canned.optimizers canned.parsing_utils canned.prediction_keys
+canned.rnn canned.saved_model_estimator canned.v1 canned.timeseries canned.timeseries.ar_model
+canned.timeseries.estimators canned.timeseries.feature_keys canned.timeseries.head
+canned.timeseries.math_utils canned.timeseries.model canned.timeseries.model_utils
+canned.timeseries.saved_model_utils canned.timeseries.state_management early_stopping estimator
+estimator_export estimator_lib export export.export export.export_lib export.export_output
+export.function exporter extenders gc head head.base_head head.binary_class_head
+head.head_utils head.multi_class_head head.multi_head head.multi_label_head
+head.regression_head head.sequential_head hooks hooks.basic_session_run_hooks hooks.hooks
+hooks.session_run_hook inputs inputs.inputs inputs.numpy_io inputs.pandas_io keras_lib
+mode_keys model_fn run_config tools tools.checkpoint_converter tpu
+tpu._tpu_estimator_embedding tpu.error_handling tpu.iteration_count_estimator tpu.tpu_config
+tpu.tpu_context tpu.tpu_estimator tpu.util training util
+""".split())
+
+# Legacy contrib trees kept under `<name>.python.<pkg>.<module>`; deeper names are symbols.
+_CONTRIB_MODULE_DEPTH = 4
+_SLIM_PREFIXES = ("slim.python.slim.", "slim.")
+# `<contrib name>.<module>` of legacy modules this library re-implements, by its module:
+# `from tensorflow.contrib.training.python.training import hparam` (Cloud ML Engine samples).
+_LIBRARY_TWINS = {"training.hparam": "tpu_estimator_compat.contrib.hparams"}
+# `<contrib name>.python.<pkg>.` paths whose TF 1.14+ modules re-exported a core TensorFlow
+# module, by where that module lives under `tensorflow.python.tpu`: `from
+# tensorflow.contrib.tpu.python.tpu import tpu_function` then
+# `tpu_function.get_tpu_context().number_of_shards` (google/compare_gan `arch_ops.py`).
+_CORE_TPU_TWINS = {"tpu.python.tpu.": "", "tpu.python.ops.": "ops."}
+
+
+def _load_global_step_from_checkpoint_dir(checkpoint_dir: str) -> int:
+    """The global step of the newest checkpoint in `checkpoint_dir`, 0 when there is none.
+
+    Legacy `tensorflow_estimator.python.estimator.estimator` kept this private helper, and
+    TPU reference scripts (tensorflow/tpu efficientnet, dcgan, deeplab `main.py`) call it to
+    resume their train/eval loop; like the original it answers 0 for any unreadable state.
+    """
+    import tensorflow as tf
+
+    try:
+        path = tf.train.latest_checkpoint(checkpoint_dir)
+        return int(tf.train.load_variable(path, tf.compat.v1.GraphKeys.GLOBAL_STEP))
+    except Exception:  # pylint: disable=broad-except  # Legacy: any failure means "step 0".
+        return 0
+
+
+def _tpu_embedding_names(names: Sequence[str]) -> dict[str, Any]:
+    from tpu_estimator_compat.embedding import config as embedding_config
+
+    return {name: getattr(embedding_config, name) for name in names}
+
+
+_TPU_EMBEDDING_EXPORTS = ("AdagradParameters", "AdamParameters", "EmbeddingConfigSpec",
+                          "StochasticGradientDescentParameters")
+
+class ExportSavedModelApiVersion(enum.Enum):
+    """Legacy `tpu_estimator.ExportSavedModelApiVersion`, the value of `TPUEstimator`'s
+    `export_saved_model_api_version` (tensor2tensor `trainer_lib.create_estimator` reads `.V1`
+    whenever it builds a TPUEstimator). This library takes either and exports the same
+    `serve` SavedModel (V2's `model_fn_inference_on_tpu` rewrite is TPU-only)."""
+
+    V1 = 1
+    V2 = 2
+
+
+# Private helpers and names real code called through the private module paths, by module:
+# legacy `tpu_estimator` re-exported the embedding spec and three parameter classes.
+_PRIVATE_HELPERS: dict[str, Callable[[], dict[str, Any]]] = {
+    "estimator": lambda: {
+        "_load_global_step_from_checkpoint_dir": _load_global_step_from_checkpoint_dir},
+    "tpu.tpu_estimator": lambda: {
+        **_tpu_embedding_names(_TPU_EMBEDDING_EXPORTS),
+        "ExportSavedModelApiVersion": ExportSavedModelApiVersion},
+    "tpu._tpu_estimator_embedding": lambda: _tpu_embedding_names(
+        _TPU_EMBEDDING_EXPORTS + ("FtrlParameters", "EmbeddingConfig")),
+}
+
+
+class LegacyImportError(ImportError):
+    """`import`/`from ... import` of a legacy name that no alias serves; says what to do."""
+
+
+def _estimator() -> Any:
+    return aliases.installed_namespaces()["estimator"]
+
+
+def _contrib() -> Any:
+    return aliases.installed_namespaces()["contrib"]
+
+
+def _namespace(name: str, display: str, sources: Sequence[Callable[[], Any]],
+               members: dict[str, Any] | None = None, hint: str = "") -> aliases.AliasNamespace:
+    return aliases.AliasNamespace(name, display, f"Legacy module `{display}`.", members=members,
+                                  sources=sources, hint=hint)
+
+
+def _estimator_sources() -> list[Callable[[], Any]]:
+    """Where a private estimator module's public names come from: the legacy public API.
+
+    Legacy private modules defined their classes under their public names
+    (`tpu.tpu_estimator.TPUEstimator`, `export.export_output.PredictOutput`,
+    `hooks.basic_session_run_hooks.LoggingTensorHook`), so looking a name up in
+    `tf.estimator`, then its `tpu`, `export`, `experimental` and `inputs` parts answers them.
+    """
+    parts = ("tpu", "export", "experimental", "inputs")
+    return [_estimator] + [lambda p=p: getattr(_estimator(), p) for p in parts] + [
+        lambda: _estimator().tpu.experimental]
+
+
+def _build_private_estimator(name: str, relative: str,
+                             display: str | None = None) -> types.ModuleType:
+    display = display or name.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
+    return _namespace(name, display, _estimator_sources(),
+                      members=_PRIVATE_HELPERS.get(relative, dict)(),
+                      hint=aliases.ESTIMATOR_HINT)
+
+
+def _build_tensorflow_estimator(name: str) -> types.ModuleType:
+    """`tensorflow_estimator`: its `estimator` attribute was the v1 `tf.estimator` API."""
+    return _namespace(name, name, [], members={"estimator": _estimator()},
+                      hint=aliases.ESTIMATOR_HINT)
+
+
+def _build_contrib(name: str, parts: Sequence[str]) -> types.ModuleType | None:
+    """`tensorflow.contrib[.x[.python.pkg.module]]`, or None when the last part is a symbol."""
+    contrib = _contrib()
+    if not parts:
+        return contrib
+    rest = ".".join(parts)
+    if rest in ("slim", "slim.python", "slim.python.slim"):
+        return _tf_slim_module("")
+    for prefix in _SLIM_PREFIXES:
+        if rest.startswith(prefix):
+            return _tf_slim_module(rest[len(prefix):])
+    if parts[0].startswith("_"):
+        return None
+    if len(parts) == 4 and parts[:3] == ["tpu", "python", "tpu"] and parts[3] in _TF_TPU_STUBS:
+        # TF 1.15's contrib.tpu.python.tpu.tpu_estimator (and its siblings) re-exported
+        # `tensorflow.python.tpu.<name>`, itself tensorflow-estimator's: one module, private
+        # names included (`tpu_estimator.ExportSavedModelApiVersion`).
+        relative = f"tpu.{parts[3]}"
+        return _build_private_estimator(name, relative, f"{_TFE_PRIVATE}.{relative}")
+    sub = getattr(contrib, parts[0])
+    if len(parts) == 1:
+        return sub
+    if parts[1] != "python" or len(parts) > _CONTRIB_MODULE_DEPTH:
+        return None
+    sources: list[Callable[[], Any]] = [lambda: sub]
+    twin_name = f"{parts[0]}.{parts[-1]}"
+    if len(parts) == 4 and twin_name in _LIBRARY_TWINS:
+        twin = importlib.import_module(_LIBRARY_TWINS[twin_name])
+    else:
+        twin = _tf_slim_module(twin_name) if len(parts) == 4 else None
+    if twin is not None:
+        sources.insert(0, lambda: twin)
+    core = _core_tpu_twin(rest) if len(parts) == 4 else None
+    if core is not None:
+        # After `tf.contrib.tpu`: its names (this library's TPUEstimator, the mapped
+        # `cross_replica_sum`) win over the core module's.
+        sources.append(lambda: core)
+    return _namespace(name, f"tf.contrib.{rest}", sources, hint=aliases.CONTRIB_HINT)
+
+
+def _core_tpu_twin(rest: str) -> types.ModuleType | None:
+    """The core TensorFlow module a TF 1.14+ `tf.contrib.tpu.python.<pkg>.<module>` stub
+    re-exported, when TensorFlow still has it."""
+    for prefix, core in _CORE_TPU_TWINS.items():
+        if rest.startswith(prefix):
+            from tpu_estimator_compat._tf import private as _tf_private
+
+            return _tf_private.core_tpu_module(core + rest[len(prefix):])
+    return None
+
+
+def _tf_slim_module(relative: str) -> types.ModuleType | None:
+    """`tf_slim.<relative>` when tf-slim has that module (`nets.inception`, `layers.layers`)."""
+    name = f"tf_slim.{relative}" if relative else "tf_slim"
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _build_estimator_submodule(parts: Sequence[str]) -> types.ModuleType | None:
+    obj: Any = _estimator()
+    for part in parts:
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, types.ModuleType) else None
+
+
+def _no_such_module(fullname: str) -> LegacyImportError:
+    """The error for `fullname`, worded like the attribute errors of the alias namespaces."""
+    parent, _, symbol = fullname.rpartition(".")
+    root = next((r for r in _ESTIMATOR_ROOTS if fullname.startswith(r + ".")), None)
+    if parent.startswith(_CONTRIB):
+        display, hint = "tf.contrib" + fullname[len(_CONTRIB):], aliases.CONTRIB_HINT
+    elif root is not None:
+        display, hint = "tf.estimator" + fullname[len(root):], aliases.ESTIMATOR_HINT
+    else:
+        display = fullname.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
+        hint = aliases.ESTIMATOR_HINT
+    hint = getattr(sys.modules.get(parent), "_alias_hint", None) or hint
+    return LegacyImportError(
+        f"`{display}` is not available on TensorFlow 2 through tpu_estimator_compat "
+        f"(importing {symbol!r} from {parent!r}). {hint}", name=fullname)
+
+
+def _under(fullname: str, prefix: str) -> bool:
+    return fullname == prefix or fullname.startswith(prefix + ".")
+
+
+def _tf_tpu_stub(fullname: str) -> str | None:
+    """`tpu.<name>` when `fullname` is one of TF 2.15's `tensorflow.python.tpu` stubs that this
+    TensorFlow does not have, else None (every other `tensorflow.python.tpu` module is TF's)."""
+    parent, _, name = fullname.rpartition(".")
+    if parent != _TF_PRIVATE_TPU or name not in _TF_TPU_STUBS:
+        return None
+    package = importlib.import_module(_TF_PRIVATE_TPU)
+    if importlib.machinery.PathFinder.find_spec(fullname, package.__path__) is not None:
+        return None
+    return f"tpu.{name}"
+
+
+def build_module(fullname: str) -> types.ModuleType | None:
+    """The module served under `fullname`, None when `fullname` is not a legacy path.
+
+    Raises LegacyImportError for a path under a served prefix that names no legacy module.
+    """
+    if not fullname.startswith(_PREFIXES) or not aliases.installed_namespaces():
+        return None
+    if fullname.startswith(_TF_PRIVATE_TPU + "."):
+        relative = _tf_tpu_stub(fullname)
+        return (None if relative is None else
+                _build_private_estimator(fullname, relative, _TFE_PRIVATE + "." + relative))
+    if _under(fullname, _CONTRIB):
+        module = _build_contrib(fullname, fullname.split(".")[2:])
+    elif fullname == _TFE:
+        module = _build_tensorflow_estimator(fullname)
+    elif fullname in (f"{_TFE}.python", _TFE_PRIVATE, _TF_PRIVATE_ESTIMATOR):
+        # Packages whose `__init__` defined nothing: every name below them is a submodule.
+        module = _namespace(fullname, fullname.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE), [],
+                            hint=aliases.ESTIMATOR_HINT)
+    elif _under(fullname, _TFE_PRIVATE) or _under(fullname, _TF_PRIVATE_ESTIMATOR):
+        base = _TFE_PRIVATE if fullname.startswith(_TFE) else _TF_PRIVATE_ESTIMATOR
+        relative = fullname[len(base) + 1:]
+        module = (_build_private_estimator(fullname, relative)
+                  if relative in _PRIVATE_ESTIMATOR_MODULES else None)
+    else:
+        root = next((r for r in _ESTIMATOR_ROOTS if fullname.startswith(r + ".")), None)
+        if root is None:  # A look-alike such as `tensorflow.contribution`.
+            return None
+        module = _build_estimator_submodule(fullname[len(root) + 1:].split("."))
+    if module is None:
+        raise _no_such_module(fullname)
+    return module
+
+
+class _ServedLoader(importlib.abc.Loader):
+    """Hands importlib the module `build_module` made; there is no code to execute."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self._module = module
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return self._module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        del module  # Built complete by `build_module`.
+
+
+class LegacyModuleFinder(importlib.abc.MetaPathFinder):
+    """On `sys.meta_path`: serves the legacy paths, ignores everything else at a prefix test."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        del path, target
+        if not fullname.startswith(_PREFIXES):
+            return None
+        module = build_module(fullname)
+        if module is None:
+            return None
+        # Alias modules are packages, so `from m import missing` asks this finder for
+        # `m.missing` and gets our error instead of Python's "cannot import name". A real
+        # module served under a legacy name (tf-slim's) keeps its own kind.
+        is_package = (isinstance(module, aliases.AliasNamespace)
+                      or "__path__" in module.__dict__)
+        return importlib.machinery.ModuleSpec(fullname, _ServedLoader(module),
+                                              is_package=is_package)
+
+
+_lock = threading.Lock()
+
+
+def install_finder() -> None:
+    """Puts `LegacyModuleFinder` first on `sys.meta_path` (idempotent; costs one prefix test
+    per import of any other module)."""
+    with _lock:
+        if not any(isinstance(f, LegacyModuleFinder) for f in sys.meta_path):
+            sys.meta_path.insert(0, LegacyModuleFinder())
+
+
+def serves(fullname: str) -> bool:
+    """True for `tensorflow.*` paths whose modules only this finder has (not attributes of
+    `tf.compat.v1`): TF1 mode sends imports of these to the real import system."""
+    return (_under(fullname, _CONTRIB) or _under(fullname, _TF_PRIVATE_ESTIMATOR)
+            or (fullname.startswith(_TF_PRIVATE_TPU + ".") and _tf_tpu_stub(fullname) is not None))

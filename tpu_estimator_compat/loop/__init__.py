@@ -1,0 +1,1 @@
+"""Compiled multi-step loops and the host side that drives them."""

@@ -1,0 +1,1 @@
+"""One train/evaluate/predict run over a strategy's live state."""

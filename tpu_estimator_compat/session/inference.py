@@ -1,0 +1,462 @@
+"""evaluate and predict: restore, run the compiled inference loop in chunks, consume results.
+
+`open_session` traces the eval or predict step for a runtime (creating its variables),
+restores the checkpoint to use (or, when there is none, keeps fresh variables, set by any
+`init_from_checkpoint` of model_fn or scaffold_fn, as legacy initialised a new graph) and
+returns an `InferenceSession`, whose `chunks` run loops of up to `iterations_per_loop` steps
+(off TPU: evaluate up to `CPU_EVAL_LOOP_STEPS`, predict up to `CPU_PREDICT_LOOP_STEPS`, as
+their tensors allow, never fewer than iterations_per_loop) until `steps` or the end of
+input, with hooks around each loop.
+`evaluate` and `predict` are the only places that unpack a loop's results on the host:
+padding rows dropped, metric_fn updated (overlapped with the next loop), host_call run,
+predictions yielded one example at a time. This module never sees the facade, only
+`runtime.RunSettings`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from tpu_estimator_compat.summary import background as background_lib
+from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
+from tpu_estimator_compat.cluster import workers as cluster_lib
+from tpu_estimator_compat.loop import hooks as hooks_lib
+from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat.loop import inference_loop as loop_lib
+from tpu_estimator_compat.step import metrics as metrics_lib
+from tpu_estimator_compat.summary import progress
+from tpu_estimator_compat.step import replica_step
+from tpu_estimator_compat.session import strategy_state as runtime_lib
+from tpu_estimator_compat import spec as spec_lib
+from tpu_estimator_compat.summary import summaries as summaries_lib
+from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
+
+ModeKeys = spec_lib.ModeKeys
+HookTensors = tuple[tuple[str, tf.DType], ...]
+
+
+@dataclasses.dataclass
+class InferenceSession:
+    """One evaluate/predict call: a restored runtime, its compiled loop and its iterator."""
+
+    runtime: runtime_lib.Runtime
+    loop: loop_lib.InferenceLoop
+    record: replica_step.TraceRecord
+    iterator: Any
+    iterations_per_loop: int
+    hooks: hooks_lib.HookRunner | None
+    # EVAL with eval_metrics on TPU or several replicas: metric_fn's host graph. None when
+    # metric_fn is built in the step (one device off TPU, or it uses model_fn's objects).
+    host_metrics: metrics_lib.HostMetrics | None = None
+    # predict() off TPU: the first loop's steps; each next loop runs twice as many, up to
+    # iterations_per_loop (see CPU_PREDICT_LOOP_STEPS). None: every loop that size.
+    first_loop_steps: int | None = None
+
+    def release_input(self) -> None:
+        """Lets go of the iterator, deleted off this thread (`inputs.release_off_thread`)."""
+        inputs_lib.release_off_thread(self.iterator)
+        self.iterator = None
+
+    def chunks(self, steps: int | None) -> Iterator[loop_lib.InferenceResult]:
+        """Runs loops of up to iterations_per_loop steps until `steps` or end of input.
+
+        Hooks see one before_run/after_run per loop, as on legacy TPU; on legacy's CPU path
+        (`use_tpu=False` or `eval_on_tpu=False`) they ran around every step, so while hooks
+        are present a loop is one step there. With `first_loop_steps` loops start that size
+        and double: a consumer that stops early left at most the last loop's unread steps
+        run.
+        """
+        done = 0
+        step = int(self.runtime.global_step.numpy())
+        self.hooks.begin(step)
+        most = 1 if self.hooks.per_step else self.iterations_per_loop
+        per_loop = min(most, self.first_loop_steps or most)
+        while steps is None or done < steps:
+            n = per_loop if steps is None else min(per_loop, steps - done)
+            per_loop = min(most, 2 * per_loop)
+            self.hooks.before_loop(step)  # May swap in a loop returning hooks' tensors.
+            if self.loop.ready(self.iterator, n):  # Traced: the scopes only matter to a trace.
+                result = self.loop(self.iterator, n)
+            else:
+                with self.runtime.scope():
+                    result = self.loop(self.iterator, n)
+            done += result.steps_run
+            stop = self.hooks.after_loop(step, result.losses, result.hook_tensors,
+                                         steps_run=result.steps_run)
+            yield result
+            if result.steps_run < n or stop:
+                break
+        self.hooks.end()
+
+
+# Steps per loop of evaluate() off TPU, at most (iterations_per_loop, if larger, wins;
+# see `_cpu_loop_steps`). Legacy's CPU path (use_tpu=False or
+# eval_on_tpu=False) ran one step per session.run whatever iterations_per_loop said, and
+# without hooks nothing there saw a step boundary: the results are the same for any loop
+# size. One step per call left two costs legacy did not pay in full: TF 2.21's function
+# call (a ResNet's serial eval step, `bench.probe_serial_step`: 7.3-7.8 ms a batch in a
+# tf.function, 6.9-7.2 in a TF 2.21 Session, 6.4-6.7 in TF 2.15's), and consecutive steps
+# never overlapping on the core a step leaves idle (5.7 ms a batch in a loop). A loop keeps
+# every step's metric_fn (and eval host_call) tensors to its end, so it is shortened to
+# hold at most CPU_EVAL_LOOP_BYTES of them, and left at iterations_per_loop when their size
+# is not known from the traced shapes. With hooks (`HookRunner.per_step`) a loop is still
+# one step.
+CPU_EVAL_LOOP_STEPS = 32
+CPU_EVAL_LOOP_BYTES = 64 << 20
+# predict() off TPU, the same way, but its consumer may stop reading early, and every step
+# a loop ran ahead of it is wasted: loops start at iterations_per_loop steps and double up
+# to 4 (predictions' bytes allowing), so a consumer that stops early had at most 3 batches
+# run that it never read (legacy's TPU loops ran up to iterations_per_loop - 1). A
+# ResNet's predict at loops of 1, 2, 4, 8 and 32 steps: 7.4, 6.7, 6.0, 6.0 and 5.8 ms a
+# batch (/tmp script, best of 3); legacy's one step per session.run 6.5-6.7.
+CPU_PREDICT_LOOP_STEPS = 4
+
+
+def _cpu_loop_steps(structure: dict[str, Any], keys: Sequence[str], most_steps: int,
+                    global_batch_size: int | None, replicas: int,
+                    iterations_per_loop: int) -> int:
+    """Steps per evaluate() or predict() loop off TPU: see CPU_EVAL_LOOP_STEPS.
+
+    `structure` is replica 0's step outputs; every replica's `keys` are kept (gathered).
+    """
+    batch = global_batch_size // replicas if global_batch_size else None
+    step_bytes = 0
+    for spec in tf.nest.flatten([structure.get(key) for key in keys]):
+        if spec is None:
+            continue
+        dims = spec.shape.as_list() if spec.shape.rank is not None else None
+        if (dims is None or dims.count(None) > 1 or (None in dims and not batch)
+                or spec.dtype in (tf.string, tf.variant, tf.resource)):
+            return iterations_per_loop  # Unknown size: the loop the user asked for.
+        step_bytes += int(np.prod([batch if d is None else d for d in dims],
+                                  dtype=np.int64)) * spec.dtype.size * replicas
+    fit = CPU_EVAL_LOOP_BYTES // max(step_bytes, 1)
+    return max(iterations_per_loop, min(most_steps, fit))
+
+
+def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime,
+                 plan: inputs_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
+                 checkpoint: str | None, on_tpu: bool,
+                 hooks: Sequence[Any] | None) -> InferenceSession:
+    """Traces `mode`'s step for `runtime`, restores `checkpoint` and opens the input."""
+    # Legacy on TPU padded a partial last batch to the full batch (model_fns may reshape
+    # by params['batch_size']); legacy on CPU did not. On N replicas every replica needs
+    # its static share, so padding is needed there whatever use_tpu says.
+    padded = on_tpu or runtime.strategy.num_replicas_in_sync > 1
+    cpu_eval = mode == ModeKeys.EVAL and not on_tpu
+    cpu_predict = mode == ModeKeys.PREDICT and not on_tpu
+    with runtime.scope():
+        source = inputs_lib.distribute_input(
+            runtime.strategy, input_fn, params=settings.params, config=settings.config,
+            mode=mode, plan=plan, use_tpu=on_tpu, repeat_tensors=False, pad=padded,
+            batch_axis=settings.batch_axis)
+        iterator = inputs_lib.iterate(source.dataset)
+
+        # `traced` takes the iterator as an argument: a closure holding it would keep it
+        # alive past the call (the session's hooks reach `traced` through a cycle) and
+        # deleted wherever the garbage collector runs, not by `inputs.release_off_thread`.
+        def traced(iterator: Any, hook_tensors: HookTensors = (),
+                   metrics_in_step: bool = False) -> tuple[loop_lib.InferenceLoop, Any]:
+            key = (mode, plan, padded, on_tpu, source.spec_key, source.endless, hook_tensors,
+                   metrics_in_step)
+            if key not in runtime.functions:
+                record = replica_step.TraceRecord()
+                names = tuple(name for name, _ in hook_tensors)
+                if mode == ModeKeys.EVAL:
+                    step = replica_step.make_eval_step(
+                        settings.make_caller(plan, on_tpu), runtime.registry,
+                        runtime.global_step, plan.for_model_fn, record=record,
+                        hook_tensor_names=names, metrics_in_step=metrics_in_step)
+                else:
+                    step = replica_step.make_predict_step(
+                        settings.make_caller(plan, on_tpu), runtime.registry,
+                        runtime.global_step, plan.for_model_fn, record=record,
+                        hook_tensor_names=names)
+                update = (replica_step.make_metric_update(runtime.registry,
+                                                          runtime.global_step, record)
+                          if mode == ModeKeys.EVAL else None)
+                runtime.functions[key] = (loop_lib.InferenceLoop(
+                    runtime.strategy, step, padded=padded, input_spec=source.replica_spec,
+                    # Off TPU the loop size is chosen after the trace (see
+                    # CPU_EVAL_LOOP_STEPS): one traced loop for any size.
+                    steps_per_call=(None if cpu_eval or cpu_predict
+                                    else settings.iterations_per_loop),
+                    endless=source.endless,
+                    step_takes_mask=mode == ModeKeys.EVAL, metric_update=update), record)
+            loop, record = runtime.functions[key]
+            try:
+                # A model_fn's own init_from_checkpoint (BERT's use_tpu=False path) only set
+                # initializers in TF1: recorded, and applied only when there is no checkpoint.
+                with warm_start_lib.capture_init_from_checkpoint(init_plan):
+                    loop.trace(iterator)
+            except ValueError as e:
+                if (metrics_in_step or record.deferred_metrics is None
+                        or not metrics_lib.uses_another_graph(e)):
+                    raise
+                # One device: metric_fn reaches a tensor model_fn made besides its tensors,
+                # so it cannot be built after the step. Built in the step, as legacy's CPU
+                # path did; this key keeps that loop.
+                logging.info("metric_fn uses a tensor model_fn made; it is built in the "
+                             "evaluation step (%s)", str(e).splitlines()[0])
+                runtime.functions[key] = traced(iterator, hook_tensors, metrics_in_step=True)
+                return runtime.functions[key]
+            return loop, record
+
+        init_plan = warm_start_lib.InitPlan()
+        inference, record = traced(iterator)
+        metrics_in_step = False
+        host_metrics = None
+        if record.metric_fn is not None:
+            # Built on every worker, so that all of them take the same decision below.
+            try:
+                host_metrics = _host_metrics(record, inference.trace(iterator)["metrics"],
+                                             runtime.strategy.num_replicas_in_sync)
+            except metrics_lib.ModelFnObjectsError as e:
+                # On real TPU legacy ran metric_fn on the host in the TPU computation's graph,
+                # where model_fn's host-side objects were reachable: build it in the step.
+                logging.info("metric_fn uses objects model_fn made; it is built in the "
+                             "evaluation step, over every replica's rows (%s)",
+                             str(e).splitlines()[0])
+                metrics_in_step = True
+                inference, record = traced(iterator, (), metrics_in_step=True)
+        saver_map = None
+        if record.scaffold_fn is not None:
+            with runtime.registry.in_collections():
+                saver_map = warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan,
+                                                           allow_saver=True)
+        if saver_map is None and record.saver is not None:
+            # An EstimatorSpec's `Scaffold(saver=Saver(var_list))` (legacy's CPU path): the
+            # checkpoint is restored through it, e.g. the EMA values into the model's
+            # variables (tensorflow/tpu QANet's evaluation).
+            saver_map = warm_start_lib.saver_var_map(record.saver.var_list or [])
+        if checkpoint is not None and saver_map:
+            warm_start_lib.restore_through_map(checkpoint, saver_map)
+        elif checkpoint is not None:
+            checkpoints_lib.V1Saver(runtime.registry.by_name(),
+                                    runtime.registry.optional_names()).restore(checkpoint)
+        else:
+            # Legacy's new graph ran the initialisers, which init_from_checkpoint had set
+            # to the mapped checkpoint's values (canine/tydiqa predicts from
+            # --init_checkpoint this way). Fresh variables here: the runtime is new.
+            init_plan.apply(runtime.registry.by_name())
+        runtime.registry.reset_local_variables()
+    loop_steps = first_loop = settings.iterations_per_loop
+    if cpu_eval or cpu_predict:
+        loop_steps = _cpu_loop_steps(
+            inference.trace(iterator),
+            ("metrics", "metric_inputs", "host_call") if cpu_eval else ("predictions",),
+            CPU_EVAL_LOOP_STEPS if cpu_eval else CPU_PREDICT_LOOP_STEPS,
+            plan.global_batch_size, runtime.strategy.num_replicas_in_sync, loop_steps)
+    session = InferenceSession(runtime, inference, record, iterator, loop_steps, None,
+                               host_metrics, first_loop if cpu_predict else None)
+
+    def fetch_tensors(tensors: HookTensors) -> None:
+        # Hooks fetch model_fn tensors (legacy's CPU path): a loop that returns them.
+        with runtime.scope():
+            session.loop, _ = traced(session.iterator, tensors, metrics_in_step)
+
+    # Legacy's CPU path ran evaluation and prediction hooks around every step (one
+    # session.run per batch), where they could fetch any model_fn tensor.
+    session.hooks = hooks_lib.HookRunner(
+        list(hooks or ()) + list(record.hooks), runtime.global_step,
+        tensors_per_step=not on_tpu, graph=record.model_graph, loss_name=record.loss_name,
+        fetch_tensors=fetch_tensors, training=False, registry=runtime.registry)
+    return session
+
+
+def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
+             name: str | None, checkpoint: str | None) -> dict[str, Any]:
+    """Runs the session to `steps` or end of input; returns legacy's results dict.
+
+    On a cluster every worker runs the loop (the tensors are all-gathered), but only the
+    chief computes metrics and writes events; the others return loss and step.
+    """
+    record = session.record
+    chief = cluster_lib.is_chief(session.runtime.strategy)
+    metrics = session.host_metrics if chief else None
+    if metrics is not None:
+        metrics.reset()
+    mean_loss = metrics_lib.MeanLoss()
+    last_values: list[Any] = []
+    slices = session.loop.leaf_slices()
+    per_example = session.loop.per_example()
+    host_call = (summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
+                                              model_dir)
+                 if record.host_call is not None and chief else None)
+    global_step = int(session.runtime.global_step.numpy())
+
+    def update_metrics(per_step: list[tuple[list[Any], Any]]) -> None:
+        for leaves, mask in per_step:
+            _check_unpadded(record.metric_structure, per_example[slices["metrics"]], mask)
+            metrics.update(_unflatten_rows(record.metric_structure,
+                                           leaves[slices["metrics"]], mask,
+                                           per_example[slices["metrics"]]))
+
+    # metric_fn's updates of one loop run while the device runs the next; the steps of short
+    # loops are handed over together (one hand-over cost more than a 1-step MLP update).
+    background = background_lib.InOrder(name="host_metrics")
+    pending: list[tuple[list[Any], Any]] = []
+    try:
+        for result in session.chunks(steps):
+            per_step = (result.per_step()
+                        if metrics is not None or host_call is not None else [])
+            if metrics is not None:
+                pending += per_step
+                if len(pending) >= _UPDATES_PER_HANDOVER:
+                    background.submit(update_metrics, pending)
+                    pending = []
+            for loss in result.losses:
+                mean_loss.update(loss)
+            if host_call is not None:
+                for leaves, mask in per_step:
+                    host_call.run(_real_rows(leaves[slices["host_call"]], mask,
+                                             per_example[slices["host_call"]]),
+                                  global_step)
+            if result.steps_run and result.last:
+                last_values = [leaf[-1] for leaf in result.last]
+        if pending:
+            background.submit(update_metrics, pending)
+        background.drain()
+    finally:
+        background.close()
+        if host_call is not None:
+            host_call.close()
+    values = metrics.result() if metrics is not None else {}
+    if record.metric_op_names and chief:
+        values.update(dict(zip(record.metric_op_names,
+                               last_values or _initial_values(session))))
+    results = metrics_lib.finalize_eval_dict(values, mean_loss.result(), global_step)
+    if chief:
+        summaries_lib.write_eval_summaries(
+            os.path.join(model_dir, "eval" if not name else f"eval_{name}"),
+            results, global_step, checkpoint)
+    progress.legacy_info("Saving dict for global step %d: %s", global_step,
+                         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
+    return results
+
+
+def predict(session: InferenceSession, predict_keys: Sequence[str] | None,
+            yield_single_examples: bool) -> Iterator[Iterable[Any]]:
+    """Yields, per step, the list of its real examples' predictions, in order (padding dropped).
+
+    Lists, not single examples: `eager_scope.eager_generator` hands them out one by one.
+    """
+    keys = list(session.record.prediction_keys)
+    wanted = _select_keys(keys, predict_keys)
+    where = session.loop.leaf_slices()["predictions"]
+    for result in session.chunks(None):
+        for leaves, mask in result.per_step():
+            real = (lambda leaf: leaf) if bool(np.all(mask)) else (lambda leaf: leaf[mask])
+            batch = {k: real(leaf) for k, leaf in zip(keys, leaves[where]) if k in wanted}
+            if not session.record.predictions_are_dict:
+                batch = batch[""]
+            if not yield_single_examples:
+                yield (batch,)
+            elif not isinstance(batch, dict):
+                yield batch  # Its rows, as `v[i]` gives them.
+            else:
+                # Row by row over every key at once: row i of each array, as `v[i]` gives it.
+                names = list(batch)
+                yield [dict(zip(names, row)) for row in zip(*batch.values())]
+
+
+def _initial_values(session: InferenceSession) -> list[Any]:
+    """The values of metrics built in the step when no step ran: zeros of their specs.
+
+    Legacy read its metrics once after the last update, so an empty evaluation reported
+    them as initialised (0 for the v1 and tf.keras metrics: their accumulators start at 0
+    and their values divide with `div_no_nan`). The step's values exist only once it ran.
+    """
+    specs = tf.nest.flatten(session.loop.trace(session.iterator).get("metric_values", {}))
+    return [np.zeros(spec.shape, spec.dtype.as_numpy_dtype)[()] for spec in specs]
+
+
+# Steps whose metric updates go to the background thread at once (see `evaluate`).
+_UPDATES_PER_HANDOVER = 16
+
+
+def _host_metrics(record: Any, specs: Any, replicas: int) -> metrics_lib.HostMetrics:
+    """metric_fn on the host, with the static batch axis legacy TPU gave it when known.
+
+    Legacy TPU concatenated fixed-shape outfeeds, so metric_fn saw axis 0 as the global
+    batch. Some metric_fns need that: tensorflow/tpu unet3d reshapes `[batch, -1]` tensors
+    back with a `-1` and calls `tf.size(x, out_type=tf.float32)`, which only a fully defined
+    shape allows; google/automl efficientdet's `batch_map_fn` takes another code path for an
+    unknown axis, which fails when run. So when every replica's axis 0 is static, metric_fn
+    is built with the gathered size (each replica's axis 0 times replicas), and a padded
+    last batch's real rows get it built again for their count (`HostMetrics`). A metric_fn
+    that fails on the static axis is built with an unknown one.
+    """
+    if any(not spec.shape.rank or spec.shape[0] is None for spec in tf.nest.flatten(specs)):
+        return metrics_lib.HostMetrics(record.metric_fn, record.metric_structure, specs)
+    try:
+        return metrics_lib.HostMetrics(record.metric_fn, record.metric_structure, specs,
+                                       static_replicas=replicas)
+    except metrics_lib.ModelFnObjectsError:
+        raise
+    except (TypeError, ValueError) as e:
+        try:
+            host_metrics = metrics_lib.HostMetrics(record.metric_fn, record.metric_structure,
+                                                   specs)
+        except metrics_lib.ModelFnObjectsError:
+            raise
+        except Exception:  # The unknown axis does not help: report the first failure.
+            raise e from None
+        logging.info("metric_fn fails on a static batch axis (%s); it is built with an "
+                     "unknown one", str(e).splitlines()[0])
+        return host_metrics
+
+
+def _check_unpadded(structure: Any, per_example: Sequence[bool], mask: Any) -> None:
+    """Refuses a step whose padding rows sit in a leaf that is not batch-major.
+
+    Legacy never padded eval batches (on TPU the input had to give full batches), so a
+    `[batch * k]` or one-value-per-step tensor is fine until a step is padded; the rows can
+    then only be removed by axis 0.
+    """
+    if bool(np.all(mask)) or all(per_example):
+        return
+    names = loop_lib.leaf_names(structure, "eval_metrics[1]")
+    where = ", ".join(f"`{name}`" for name, batch in zip(names, per_example) if not batch)
+    raise ValueError(
+        f"`eval_metrics` tensor(s) {where}: axis 0 is not the per-replica batch, and this "
+        "evaluation step "
+        "had padding rows (the last batch was partial, padded because use_tpu=True or "
+        "several replicas evaluate), which can only be removed along the batch axis. Give "
+        "full batches (`batch(..., drop_remainder=True)`, as legacy TPU evaluation "
+        "required), pass one row per example, or evaluate with use_tpu=False on one "
+        "replica.")
+
+
+def _unflatten_rows(structure: Any, leaves: list[Any], mask: Any,
+                    per_example: Sequence[bool]) -> Any:
+    """One step's gathered metric tensors, padding rows removed, in the user's structure."""
+    return tf.nest.pack_sequence_as(structure, _real_rows(leaves, mask, per_example))
+
+
+def _real_rows(leaves: list[Any], mask: Any, per_example: Sequence[bool]) -> list[Any]:
+    """Drops padding rows from batch-major leaves; passes the others (one value per step,
+    which the loop refuses in eval_metrics when batches are padded) as they are, as legacy's
+    CPU path passed them to metric_fn."""
+    if bool(np.all(mask)):  # No padding (the usual step): the rows as they are, uncopied.
+        return list(leaves)
+    return [leaf[mask] if batch else leaf for leaf, batch in zip(leaves, per_example)]
+
+
+def _select_keys(keys: list[str], predict_keys: Sequence[str] | None) -> list[str]:
+    if predict_keys is None:
+        return keys
+    if isinstance(predict_keys, str):
+        predict_keys = [predict_keys]
+    missing = [k for k in predict_keys if k not in keys]
+    if missing or not predict_keys:
+        raise ValueError(
+            f"Expected to run at least one output from {keys}, provided {list(predict_keys)}. "
+            "Pass `predict_keys` from the predictions dict's keys.")
+    return list(predict_keys)

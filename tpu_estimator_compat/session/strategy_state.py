@@ -1,0 +1,129 @@
+"""The live state of one strategy (variables, global step, compiled functions) and what
+every run needs from the estimator.
+
+`Runtime` is kept across train/evaluate/predict calls of one estimator for one strategy, as
+legacy kept model_dir; `Runtime.scope()` is entered around every trace and call. `RunSettings`
+is the estimator's validated configuration as the train and inference sessions read it, so
+they never see the facade. This module knows nothing about loops, hooks or files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable
+
+import tensorflow as tf
+from absl import logging
+
+from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
+from tpu_estimator_compat.cluster import workers as cluster_lib
+from tpu_estimator_compat import config as config_lib
+from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat.step import optimizer_apply
+from tpu_estimator_compat.step import replica_step
+from tpu_estimator_compat.v1_state import variables as variables_lib
+
+
+@dataclasses.dataclass
+class Runtime:
+    """The live state for one strategy: its variables and global step."""
+
+    strategy: tf.distribute.Strategy
+    registry: variables_lib.VariableRegistry
+    global_step: tf.Variable
+    functions: dict[Any, Any] = dataclasses.field(default_factory=dict)
+
+    def scope(self) -> "RuntimeScope":
+        return RuntimeScope(self)
+
+
+class RuntimeScope:
+    """Strategy scope + registry creator scope + v1-optimizer loss scaling, entered eagerly.
+
+    Entered around every trace and call so that code running in the strategy's merge_call
+    (v1 optimizer slots) and in replica threads shares one variable registry, v1
+    optimizers average over replicas as Estimator did, and update each device without an
+    all-device barrier (`optimizer_apply`).
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._stack: list[Any] = []
+
+    def __enter__(self) -> None:
+        for cm in (self._runtime.strategy.scope(), self._runtime.registry.creator_scope(),
+                   _tf_private.estimator_loss_scaling(self._runtime.strategy),
+                   optimizer_apply.per_device()):
+            cm.__enter__()
+            self._stack.append(cm)
+
+    def __exit__(self, *exc: Any) -> None:
+        while self._stack:
+            self._stack.pop().__exit__(*exc)
+
+
+# Grappler's TFG (MLIR) pass pipeline, "on" (TensorFlow's default) or "off". The launcher
+# sets "off" unless told otherwise (`run.tfg_optimizer`); a program using the library
+# directly sets the variable itself. Off, a big model's first call starts sooner and runs
+# the same graph: on BERT-base's train step over 8 replicas the pipeline changed no node and
+# took 13.8 of Grappler's 47.6 s (bench/RESULTS.md, session 24).
+TFG_OPTIMIZER_ENV = "TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER"
+
+
+def apply_process_settings() -> None:
+    """Applies `TFG_OPTIMIZER_ENV`; before the first compiled call of a run, idempotent."""
+    value = os.environ.get(TFG_OPTIMIZER_ENV, "on").strip().lower()
+    if value not in ("on", "off"):
+        raise ValueError(
+            f"`{TFG_OPTIMIZER_ENV}` is {value!r}. Set it to 'off' (skip Grappler's TFG pass "
+            "pipeline, as the launcher does) or 'on' (TensorFlow's default), or unset it.")
+    if value == "off" and _tf_private.disable_tfg_optimizer():
+        logging.info("Grappler's TFG pass pipeline is off for this process (%s=off).",
+                     TFG_OPTIMIZER_ENV)
+
+
+def new_runtime(strategy: tf.distribute.Strategy) -> Runtime:
+    apply_process_settings()
+    registry = variables_lib.VariableRegistry()
+    with strategy.scope():
+        global_step = variables_lib.create_global_step(registry)
+    return Runtime(strategy, registry, global_step)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """The estimator's configuration as a run reads it (validated by the estimator)."""
+
+    model_dir: str
+    config: config_lib.RunConfig
+    params: dict[str, Any]
+    use_tpu: bool
+    batch_axis: inputs_lib.BatchAxes
+    iterations_per_loop: int
+    warm_start_from: Any
+    make_caller: Callable[[inputs_lib.BatchPlan, bool | None], replica_step.ModelFnCaller]
+    seed_random: Callable[[], None]
+
+
+def checkpoint_manager(settings: RunSettings, runtime: Runtime,
+                       scaffold_saver: Any = None) -> checkpoints_lib.CheckpointManager:
+    """model_dir's checkpoints, written by the chief, as RunConfig's keep_* settings say,
+    or as the Saver of model_fn's Scaffold says (`scaffold_saver`, a recorded
+    `Saver(max_to_keep=..., keep_checkpoint_every_n_hours=...)`), as legacy's saver hook
+    used the Scaffold's Saver."""
+    saver = checkpoints_lib.V1Saver(runtime.registry.by_name(),
+                                    runtime.registry.optional_names())
+    keep_max = settings.config.keep_checkpoint_max
+    keep_hours = settings.config.keep_checkpoint_every_n_hours
+    if scaffold_saver is not None:
+        keep_max = scaffold_saver.max_to_keep
+        keep_hours = scaffold_saver.keep_checkpoint_every_n_hours
+        if scaffold_saver.var_list is not None:
+            logging.warning("model_fn's Scaffold Saver lists a var_list; checkpoints hold every "
+                            "variable (its max_to_keep=%s is used).", keep_max)
+    return checkpoints_lib.CheckpointManager(
+        settings.model_dir, saver, keep_checkpoint_max=keep_max,
+        keep_checkpoint_every_n_hours=keep_hours,
+        sync=cluster_lib.checkpoint_sync(runtime.strategy))

@@ -1,0 +1,1 @@
+"""Events on the host: training and eval summaries, progress lines, host work threads."""
