@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from tpu_estimator_compat import config as cfg
-from tpu_estimator_compat.config import (InputPipelineConfig, IterationsPerLoop, RunConfig,
-                                         TPUConfig, parse_iterations_per_loop,
-                                         validate_model_dir)
+from tpu_estimator_compat.config import RunConfig, validate_model_dir
+from tpu_estimator_compat.tpu_config import (InputPipelineConfig, IterationsPerLoop, TPUConfig,
+                                             parse_iterations_per_loop)
 
 
 @pytest.fixture(autouse=True)

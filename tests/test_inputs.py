@@ -14,7 +14,7 @@ import models
 
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
 from tpu_estimator_compat.inputs import distribute as inputs
-from tpu_estimator_compat.config import InputPipelineConfig
+from tpu_estimator_compat.tpu_config import InputPipelineConfig
 
 _TRAIN = "train"
 

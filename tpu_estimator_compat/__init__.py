@@ -11,13 +11,13 @@ need Keras 2 (see `keras_env.py`).
 from tpu_estimator_compat.v1_state import keras_env as _keras_env  # noqa: F401
 
 from tpu_estimator_compat.legacy.aliases import install_aliases  # noqa: E402
-from tpu_estimator_compat.config import InputPipelineConfig  # noqa: E402
 from tpu_estimator_compat.config import RunConfig  # noqa: E402
-from tpu_estimator_compat.config import TPUConfig  # noqa: E402
 from tpu_estimator_compat.api.estimator import TPUEstimator  # noqa: E402
 from tpu_estimator_compat.spec import EstimatorSpec  # noqa: E402
 from tpu_estimator_compat.spec import ModeKeys  # noqa: E402
 from tpu_estimator_compat.spec import TPUEstimatorSpec  # noqa: E402
+from tpu_estimator_compat.tpu_config import InputPipelineConfig  # noqa: E402
+from tpu_estimator_compat.tpu_config import TPUConfig  # noqa: E402
 from tpu_estimator_compat.api.train_and_eval import BestExporter  # noqa: E402
 from tpu_estimator_compat.api.train_and_eval import EvalSpec  # noqa: E402
 from tpu_estimator_compat.api.train_and_eval import LatestExporter  # noqa: E402

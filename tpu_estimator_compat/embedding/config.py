@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 import tensorflow as tf
 
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat.tpu_config import InputPipelineConfig
 
 TABLE_NAME_PREFIX = "tbl_"  # Legacy: table names derived from feature columns.
 
@@ -453,11 +454,9 @@ def check_estimator_arguments(spec: Any, *, use_tpu: bool, eval_on_tpu: bool,
             f"`tf.compat.v1.estimator.tpu.experimental.EmbeddingConfigSpec`; received "
             f"{type(spec).__name__}. Build it with EmbeddingConfigSpec(feature_columns=..., "
             "optimization_parameters=...).")
-    from tpu_estimator_compat import config as config_lib  # Local: config imports a lot.
-
     pipeline = tpu_config.per_host_input_for_training
-    if use_tpu and pipeline not in (config_lib.InputPipelineConfig.PER_HOST_V1,
-                                    config_lib.InputPipelineConfig.PER_HOST_V2):
+    if use_tpu and pipeline not in (InputPipelineConfig.PER_HOST_V1,
+                                    InputPipelineConfig.PER_HOST_V2):
         raise ValueError("Only PER_HOST_V1 and PER_HOST_V2 is supported when using TPU "
                          f"Embedding; got {pipeline}.")
     if not (use_tpu and eval_on_tpu) and spec.partition_strategy == "mod":

@@ -50,7 +50,7 @@ from absl import logging
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat.cluster import workers as cluster_lib
-from tpu_estimator_compat.config import InputPipelineConfig
+from tpu_estimator_compat.tpu_config import InputPipelineConfig
 
 BATCH_SIZE_KEY = "batch_size"
 CONTEXT_KEY = "context"
