@@ -16,7 +16,9 @@ import tf_slim
 from absl import logging as absl_logging
 
 import tpu_estimator_compat
-from tpu_estimator_compat.legacy import aliases
+from tpu_estimator_compat.legacy import estimator_names
+from tpu_estimator_compat.legacy import namespaces
+from tpu_estimator_compat.cluster import tpu_resolver
 from tpu_estimator_compat.api import estimator as estimator_lib
 from tpu_estimator_compat.export import saved_model as export_lib
 from tpu_estimator_compat.session import strategy as strategy_lib
@@ -131,7 +133,7 @@ def test_install_is_idempotent():
 
 
 def test_missing_estimator_symbol_names_it_and_the_fix():
-    with pytest.raises(aliases.LegacySymbolError) as e:
+    with pytest.raises(namespaces.LegacySymbolError) as e:
         tf.estimator.NoSuchEstimator  # noqa: B018
     assert "`tf.estimator.NoSuchEstimator`" in str(e.value)
     assert "use_tpu=False" in str(e.value)
@@ -142,10 +144,10 @@ def test_unrunnable_estimator_classes_subclass_and_fail_when_constructed():
     class MyClassifier(tf.estimator.DNNClassifier):  # What a library does at import time.
         pass
 
-    with pytest.raises(aliases.LegacySymbolUnavailableError) as e:
+    with pytest.raises(namespaces.LegacySymbolUnavailableError) as e:
         MyClassifier(hidden_units=[2], feature_columns=[])
     assert "`tf.estimator.DNNClassifier`" in str(e.value) and "use_tpu=False" in str(e.value)
-    with pytest.raises(aliases.LegacySymbolUnavailableError,
+    with pytest.raises(namespaces.LegacySymbolUnavailableError,
                        match=r"`tf\.estimator\.inputs\.numpy_input_fn`.*tf\.data\.Dataset"):
         tf.compat.v1.estimator.inputs.numpy_input_fn({"x": [1.0]})
 
@@ -189,8 +191,8 @@ def test_whole_public_legacy_estimator_surface_exists(name):
 
 
 def test_training_names_are_the_library_s_own():
-    est = aliases.build_estimator_namespace()
-    for name in aliases._TRAINING_NAMES:
+    est = estimator_names.build_estimator_namespace()
+    for name in estimator_names._TRAINING_NAMES:
         assert getattr(est, name) is getattr(train_and_eval, name)
     assert est.WarmStartSettings is tpu_estimator_compat.WarmStartSettings
 
@@ -220,7 +222,7 @@ def test_contrib_tpu_and_cluster_resolver():
     assert contrib.tpu.TPUConfig is tpu_estimator_compat.TPUConfig
     assert contrib.tpu.CrossShardOptimizer is tf.compat.v1.tpu.CrossShardOptimizer
     assert contrib.tpu.bfloat16_scope is tf.compat.v1.tpu.bfloat16_scope
-    assert contrib.cluster_resolver.TPUClusterResolver is aliases.TPUClusterResolver
+    assert contrib.cluster_resolver.TPUClusterResolver is tpu_resolver.TPUClusterResolver
     assert contrib.cluster_resolver.SimpleClusterResolver is (
         tf.distribute.cluster_resolver.SimpleClusterResolver)
 
@@ -297,14 +299,14 @@ def test_contrib_rnn_and_stateless_are_the_functions_tensorflow_keeps():
     assert contrib.rnn.LSTMCell is tf.compat.v1.nn.rnn_cell.LSTMCell
     assert contrib.rnn.MultiRNNCell is tf.compat.v1.nn.rnn_cell.MultiRNNCell
     assert contrib.rnn.static_rnn is tf.compat.v1.nn.static_rnn
-    with pytest.raises(aliases.LegacySymbolError, match="`tf.contrib.rnn.LSTMBlockCell`"):
+    with pytest.raises(namespaces.LegacySymbolError, match="`tf.contrib.rnn.LSTMBlockCell`"):
         contrib.rnn.LSTMBlockCell  # pylint: disable=pointless-statement
     # TF 1.15's positional order: (shape, seed, mean, stddev, dtype).
     value = contrib.stateless.stateless_random_normal([3], [1, 2], 1.0, 2.0, tf.float64)
     assert value.dtype == tf.float64
     np.testing.assert_array_equal(
         value, tf.random.stateless_normal([3], [1, 2], mean=1.0, stddev=2.0, dtype=tf.float64))
-    with pytest.raises(aliases.LegacySymbolError, match="`tf.contrib.estimator.DNNEstimator`"):
+    with pytest.raises(namespaces.LegacySymbolError, match="`tf.contrib.estimator.DNNEstimator`"):
         contrib.estimator.DNNEstimator  # pylint: disable=pointless-statement
 
 
@@ -351,7 +353,7 @@ def test_contrib_clip_gradients_by_norm_clips_the_step_and_keeps_the_optimizers_
                                   "tpu.NoSuchTPUThing", "layers.no_such_layer"])
 def test_unserved_contrib_symbol_names_itself(path):
     module, name = path.split(".")
-    with pytest.raises(aliases.LegacySymbolError) as e:
+    with pytest.raises(namespaces.LegacySymbolError) as e:
         getattr(getattr(tf.compat.v1.contrib, module), name)
     assert f"`tf.contrib.{path}`" in str(e.value)
     assert "migration_guide/launcher.md" in str(e.value)
@@ -365,7 +367,7 @@ def test_unserved_contrib_symbol_names_itself(path):
 def off_cloud(monkeypatch, tmp_path):
     product = tmp_path / "product_name"
     product.write_text("Standard PC (Q35 + ICH9, 2009)\n")
-    monkeypatch.setattr(aliases, "_DMI_PRODUCT_NAME", str(product))
+    monkeypatch.setattr(tpu_resolver, "_DMI_PRODUCT_NAME", str(product))
     monkeypatch.delenv("GCE_METADATA_HOST", raising=False)
     monkeypatch.delenv("GCE_METADATA_IP", raising=False)
     return product
@@ -375,16 +377,16 @@ def off_cloud(monkeypatch, tmp_path):
 def test_resolver_without_tpu_returns_stand_in(off_cloud, tpu):
     resolver = tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver(
         tpu, zone="us-central1-b", project="p")
-    assert type(resolver) is aliases.NoTPUClusterResolver
+    assert type(resolver) is tpu_resolver.NoTPUClusterResolver
     assert isinstance(resolver, tf.distribute.cluster_resolver.TPUClusterResolver)
-    assert isinstance(resolver, aliases.TPUClusterResolver)
+    assert isinstance(resolver, tpu_resolver.TPUClusterResolver)
     assert resolver.master() == "" and resolver.get_master() == ""
     assert not resolver.cluster_spec()
     assert repr(resolver) == f"NoTPUClusterResolver(tpu={tpu!r})"
 
 
 def test_stand_in_makes_the_estimator_fall_back(off_cloud):
-    resolver = aliases.TPUClusterResolver(None)
+    resolver = tpu_resolver.TPUClusterResolver(None)
     config = tpu_estimator_compat.RunConfig(cluster=resolver)
     assert config.master == ""
     choice = strategy_lib.select(use_tpu=True, distribute=None, cluster=resolver)
@@ -393,7 +395,7 @@ def test_stand_in_makes_the_estimator_fall_back(off_cloud):
 
 
 def test_grpc_address_builds_the_real_resolver(off_cloud):
-    resolver = aliases.TPUClusterResolver("grpc://10.0.0.2:8470")
+    resolver = tpu_resolver.TPUClusterResolver("grpc://10.0.0.2:8470")
     assert type(resolver) is tf.distribute.cluster_resolver.TPUClusterResolver
     assert resolver.master() == "grpc://10.0.0.2:8470"
 
@@ -406,10 +408,10 @@ def test_on_cloud_a_failing_real_resolver_becomes_the_stand_in(off_cloud, monkey
         calls.append((args, kwargs))
         raise ValueError("Please provide a TPU Name to connect to.")
 
-    monkeypatch.setattr(aliases, "_real_resolver_class", lambda: failing_resolver)
-    resolver = aliases.TPUClusterResolver(None, zone="z")
+    monkeypatch.setattr(tpu_resolver, "_real_resolver_class", lambda: failing_resolver)
+    resolver = tpu_resolver.TPUClusterResolver(None, zone="z")
     assert calls == [((None, "z", None), {})]
-    assert type(resolver) is aliases.NoTPUClusterResolver
+    assert type(resolver) is tpu_resolver.NoTPUClusterResolver
     assert "Please provide a TPU Name" in resolver.no_tpu_reason
 
 
@@ -417,8 +419,8 @@ def test_off_cloud_the_real_resolver_is_never_built(off_cloud, monkeypatch):
     def must_not_run(*args, **kwargs):
         raise AssertionError("the real resolver would query the GCE metadata server")
 
-    monkeypatch.setattr(aliases, "_real_resolver_class", lambda: must_not_run)
-    assert type(aliases.TPUClusterResolver("my-tpu")) is aliases.NoTPUClusterResolver
+    monkeypatch.setattr(tpu_resolver, "_real_resolver_class", lambda: must_not_run)
+    assert type(tpu_resolver.TPUClusterResolver("my-tpu")) is tpu_resolver.NoTPUClusterResolver
 
 
 def test_contrib_lookup_serves_tf1_vocabulary_tables():

@@ -16,7 +16,7 @@ from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.cluster import workers as cluster
 from tpu_estimator_compat import config as config_lib
 from tpu_estimator_compat.session import strategy as strategy_lib
-from tpu_estimator_compat.legacy.aliases import NoTPUClusterResolver
+from tpu_estimator_compat.cluster.tpu_resolver import NoTPUClusterResolver
 
 _TWO_WORKERS = {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
 

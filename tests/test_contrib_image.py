@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator_compat
-from tpu_estimator_compat.legacy import aliases
+from tpu_estimator_compat.legacy import namespaces
 from tpu_estimator_compat.contrib import image as contrib_image
 
 tpu_estimator_compat.install_aliases()
@@ -41,7 +41,7 @@ def test_the_module_path_serves_the_projective_transforms():
     assert served.translate is contrib_image.translate
     assert served.transform is contrib_image.transform
     assert tf.compat.v1.contrib.image.compose_transforms is contrib_image.compose_transforms
-    with pytest.raises(aliases.LegacySymbolError, match="`tf.contrib.image.dense_image_warp`"):
+    with pytest.raises(namespaces.LegacySymbolError, match="`tf.contrib.image.dense_image_warp`"):
         served.dense_image_warp  # pylint: disable=pointless-statement
 
 

@@ -18,7 +18,9 @@ import tf_slim.nets.inception_v3
 from tf_slim.training import evaluation as slim_evaluation
 
 import tpu_estimator_compat
-from tpu_estimator_compat.legacy import aliases
+from tpu_estimator_compat.legacy import contrib_names
+from tpu_estimator_compat.legacy import namespaces
+from tpu_estimator_compat.cluster import tpu_resolver
 from tpu_estimator_compat.contrib import image as contrib_image
 from tpu_estimator_compat.contrib import lookup as contrib_lookup
 from tpu_estimator_compat.export import saved_model as export_lib
@@ -57,7 +59,7 @@ _T = tpu_estimator_compat
 _FORMS = [
     ("from tensorflow.contrib import tpu as m", "m.TPUEstimator", _T.TPUEstimator),
     ("from tensorflow.contrib import cluster_resolver as m", "m.TPUClusterResolver",
-     aliases.TPUClusterResolver),
+     tpu_resolver.TPUClusterResolver),
     ("from tensorflow.contrib import layers as m", "m.layer_norm", tf_slim.layer_norm),
     ("from tensorflow.contrib import slim as m", "m", tf_slim),
     ("from tensorflow.contrib import framework as m", "m.arg_scope", tf_slim.arg_scope),
@@ -70,7 +72,7 @@ _FORMS = [
     ("from tensorflow.contrib import lookup as m", "m.index_table_from_tensor",
      contrib_lookup.index_table_from_tensor),
     ("from tensorflow.contrib import estimator as m", "m.clip_gradients_by_norm",
-     aliases.clip_gradients_by_norm),
+     contrib_names.clip_gradients_by_norm),
     # RandAugment / AutoAugment (tensorflow/tpu efficientnet and detection, and
     # noisystudent `randaugment.py`: `contrib_image.rotate`, `translate`, `transform`).
     ("from tensorflow.contrib import image as m", "m.rotate", contrib_image.rotate),
@@ -78,7 +80,7 @@ _FORMS = [
      contrib_image.transform),
     ("import tensorflow.contrib.tpu as m", "m.TPUConfig", _T.TPUConfig),
     ("import tensorflow.contrib.cluster_resolver\nm = tensorflow.contrib.cluster_resolver",
-     "m.TPUClusterResolver", aliases.TPUClusterResolver),
+     "m.TPUClusterResolver", tpu_resolver.TPUClusterResolver),
     ("import tensorflow.contrib.layers as m", "m.fully_connected", tf_slim.fully_connected),
     ("from tensorflow.contrib.tpu.python.tpu import tpu_estimator as m", "m.TPUEstimatorSpec",
      _T.TPUEstimatorSpec),
@@ -209,7 +211,7 @@ def test_modules_are_real_and_shared_between_paths():
     from tensorflow.contrib import tpu as contrib_tpu
 
     assert sys.modules["tensorflow.contrib.tpu"] is contrib_tpu
-    assert sys.modules["tensorflow.contrib"] is aliases.installed_namespaces()["contrib"]
+    assert sys.modules["tensorflow.contrib"] is namespaces.installed()["contrib"]
     assert tf.compat.v1.contrib.tpu is contrib_tpu
     import tensorflow_estimator
 
@@ -252,11 +254,11 @@ def test_unrunnable_legacy_symbols_fail_when_used():
     class Mine(dnn.DNNClassifier):
         pass
 
-    with pytest.raises(aliases.LegacySymbolUnavailableError, match=r"`tf\.estimator\."
+    with pytest.raises(namespaces.LegacySymbolUnavailableError, match=r"`tf\.estimator\."
                                                                    r"DNNClassifier`"):
         Mine(hidden_units=[2], feature_columns=[])
     # Served since: a CheckpointSaverHook replacing the estimator's saver, as legacy took it.
-    assert async_checkpoint.AsyncCheckpointSaverHook is aliases.AsyncCheckpointSaverHook
+    assert async_checkpoint.AsyncCheckpointSaverHook is contrib_names.AsyncCheckpointSaverHook
 
 
 def test_load_global_step_reads_a_real_checkpoint(tmp_path):
@@ -410,7 +412,7 @@ def test_tensor2tensor_contrib_idioms_in_a_tpu_estimator_run(tmp_path):
     est = ns["run"](str(tmp_path))
     assert est.get_variable_value("global_step") == 4
     assert ns["seen"]["k"] == 2 and ns["seen"]["scope"].endswith("model")
-    with pytest.raises(aliases.LegacySymbolError, match="tf.contrib.learn.monitors"):
+    with pytest.raises(namespaces.LegacySymbolError, match="tf.contrib.learn.monitors"):
         ns["learn"].monitors.replace_monitors_with_hooks([object()], est)
 
 

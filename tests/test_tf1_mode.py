@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator_compat
-from tpu_estimator_compat.legacy import aliases
+from tpu_estimator_compat.cluster import tpu_resolver
 from tpu_estimator_compat.legacy import tf1_mode
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
@@ -48,7 +48,7 @@ def test_view_serves_aliases_and_compat(tf1):
     assert tf1.compat.as_bytes is tf.compat.as_bytes
     assert tf1.estimator.tpu.TPUEstimator is tpu_estimator_compat.TPUEstimator
     assert tf1.contrib.tpu.TPUEstimator is tpu_estimator_compat.TPUEstimator
-    assert tf1.distribute.cluster_resolver.TPUClusterResolver is aliases.TPUClusterResolver
+    assert tf1.distribute.cluster_resolver.TPUClusterResolver is tpu_resolver.TPUClusterResolver
     assert tf1.__version__ == tf.__version__
 
 
@@ -78,7 +78,7 @@ def test_imports_resolve_in_the_view_and_private_modules_stay_real(tf1):
     assert ns["v2"] is tf.compat.v2
     assert ns["tf_estimator"] is tf1.estimator
     assert ns["TPUEstimator"] is tpu_estimator_compat.TPUEstimator
-    assert ns["cluster_resolver"].TPUClusterResolver is aliases.TPUClusterResolver
+    assert ns["cluster_resolver"].TPUClusterResolver is tpu_resolver.TPUClusterResolver
     assert ns["ops"] is real_ops
     assert ns["array_ops"] is sys.modules["tensorflow.python.ops.array_ops"]
     assert ns["tensorflow"] is tf1  # `import tensorflow.python...` still binds the view.

@@ -443,13 +443,14 @@ def test_patches_survive_a_later_import_of_their_package_in_a_fresh_process():
     hold the patched names too, or the script gets TF's resolver that raises without a TPU."""
     code = textwrap.dedent("""
         import tpu_estimator_compat
+        from tpu_estimator_compat.cluster import tpu_resolver
         from tpu_estimator_compat.legacy import aliases
         tpu_estimator_compat.install_aliases()
         import tensorflow as tf
         from tensorflow.compat.v1.distribute.cluster_resolver import TPUClusterResolver
         from tensorflow.compat.v1.logging import set_verbosity
         import tensorflow.compat.v1.tpu.experimental
-        assert TPUClusterResolver.__module__ == aliases.__name__, TPUClusterResolver
+        assert TPUClusterResolver.__module__ == tpu_resolver.__name__, TPUClusterResolver
         assert tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver is TPUClusterResolver
         assert set_verbosity is tf.compat.v1.logging.set_verbosity
         assert set_verbosity.__module__ == aliases.__name__, set_verbosity.__module__

@@ -12,9 +12,10 @@ through attributes of `tf`: `from tensorflow.contrib import layers`, `import
 tensorflow_estimator as tf_estimator`, `from tensorflow.python.estimator import estimator`
 (see `migration_guide/launcher.md` for the paths and where each was seen). Python resolves
 these through `sys.modules` and `sys.meta_path`, so this module owns a meta-path finder that
-builds those modules lazily, on first import, out of the alias namespaces of `aliases.py`, and
-the private helpers real code called through them (`_load_global_step_from_checkpoint_dir`).
-A name no module serves fails with `aliases.LegacySymbolError` (an ImportError subclass is
+builds those modules lazily, on first import, out of the alias namespaces `install_aliases`
+installed (`namespaces.installed()`), and the private helpers real code called through them
+(`_load_global_step_from_checkpoint_dir`).
+A name no module serves fails with `namespaces.LegacySymbolError` (an ImportError subclass is
 raised on the import path) naming the legacy symbol, never a bare `ModuleNotFoundError`.
 It must not know about TF1 mode, the launcher's command line, or how estimators run.
 """
@@ -30,13 +31,15 @@ import threading
 import types
 from typing import Any, Callable, Sequence
 
-from tpu_estimator_compat.legacy import aliases
+from tpu_estimator_compat.legacy import contrib_names
+from tpu_estimator_compat.legacy import estimator_names
+from tpu_estimator_compat.legacy import namespaces
 
 _CONTRIB = "tensorflow.contrib"
 _TFE = "tensorflow_estimator"
 _TFE_PRIVATE = "tensorflow_estimator.python.estimator"
 _TF_PRIVATE_ESTIMATOR = "tensorflow.python.estimator"
-_ESTIMATOR_ROOTS = aliases.ESTIMATOR_MODULE_NAMES
+_ESTIMATOR_ROOTS = estimator_names.ESTIMATOR_MODULE_NAMES
 # TensorFlow up to 2.15 kept stubs under `tensorflow.python.tpu` that re-exported
 # tensorflow-estimator's TPU modules (`from tensorflow_estimator.python.estimator.tpu.tpu_config
 # import *`); TF 2.16 dropped them. mesh_tensorflow (`transformer/utils.py`: `from
@@ -134,16 +137,16 @@ class LegacyImportError(ImportError):
 
 
 def _estimator() -> Any:
-    return aliases.installed_namespaces()["estimator"]
+    return namespaces.installed()["estimator"]
 
 
 def _contrib() -> Any:
-    return aliases.installed_namespaces()["contrib"]
+    return namespaces.installed()["contrib"]
 
 
 def _namespace(name: str, display: str, sources: Sequence[Callable[[], Any]],
-               members: dict[str, Any] | None = None, hint: str = "") -> aliases.AliasNamespace:
-    return aliases.AliasNamespace(name, display, f"Legacy module `{display}`.", members=members,
+               members: dict[str, Any] | None = None, hint: str = "") -> namespaces.AliasNamespace:
+    return namespaces.AliasNamespace(name, display, f"Legacy module `{display}`.", members=members,
                                   sources=sources, hint=hint)
 
 
@@ -165,13 +168,13 @@ def _build_private_estimator(name: str, relative: str,
     display = display or name.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
     return _namespace(name, display, _estimator_sources(),
                       members=_PRIVATE_HELPERS.get(relative, dict)(),
-                      hint=aliases.ESTIMATOR_HINT)
+                      hint=estimator_names.ESTIMATOR_HINT)
 
 
 def _build_tensorflow_estimator(name: str) -> types.ModuleType:
     """`tensorflow_estimator`: its `estimator` attribute was the v1 `tf.estimator` API."""
     return _namespace(name, name, [], members={"estimator": _estimator()},
-                      hint=aliases.ESTIMATOR_HINT)
+                      hint=estimator_names.ESTIMATOR_HINT)
 
 
 def _build_contrib(name: str, parts: Sequence[str]) -> types.ModuleType | None:
@@ -211,7 +214,7 @@ def _build_contrib(name: str, parts: Sequence[str]) -> types.ModuleType | None:
         # After `tf.contrib.tpu`: its names (this library's TPUEstimator, the mapped
         # `cross_replica_sum`) win over the core module's.
         sources.append(lambda: core)
-    return _namespace(name, f"tf.contrib.{rest}", sources, hint=aliases.CONTRIB_HINT)
+    return _namespace(name, f"tf.contrib.{rest}", sources, hint=contrib_names.CONTRIB_HINT)
 
 
 def _core_tpu_twin(rest: str) -> types.ModuleType | None:
@@ -246,12 +249,12 @@ def _no_such_module(fullname: str) -> LegacyImportError:
     parent, _, symbol = fullname.rpartition(".")
     root = next((r for r in _ESTIMATOR_ROOTS if fullname.startswith(r + ".")), None)
     if parent.startswith(_CONTRIB):
-        display, hint = "tf.contrib" + fullname[len(_CONTRIB):], aliases.CONTRIB_HINT
+        display, hint = "tf.contrib" + fullname[len(_CONTRIB):], contrib_names.CONTRIB_HINT
     elif root is not None:
-        display, hint = "tf.estimator" + fullname[len(root):], aliases.ESTIMATOR_HINT
+        display, hint = "tf.estimator" + fullname[len(root):], estimator_names.ESTIMATOR_HINT
     else:
         display = fullname.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
-        hint = aliases.ESTIMATOR_HINT
+        hint = estimator_names.ESTIMATOR_HINT
     hint = getattr(sys.modules.get(parent), "_alias_hint", None) or hint
     return LegacyImportError(
         f"`{display}` is not available on TensorFlow 2 through tpu_estimator_compat "
@@ -279,7 +282,7 @@ def build_module(fullname: str) -> types.ModuleType | None:
 
     Raises LegacyImportError for a path under a served prefix that names no legacy module.
     """
-    if not fullname.startswith(_PREFIXES) or not aliases.installed_namespaces():
+    if not fullname.startswith(_PREFIXES) or not namespaces.installed():
         return None
     if fullname.startswith(_TF_PRIVATE_TPU + "."):
         relative = _tf_tpu_stub(fullname)
@@ -292,7 +295,7 @@ def build_module(fullname: str) -> types.ModuleType | None:
     elif fullname in (f"{_TFE}.python", _TFE_PRIVATE, _TF_PRIVATE_ESTIMATOR):
         # Packages whose `__init__` defined nothing: every name below them is a submodule.
         module = _namespace(fullname, fullname.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE), [],
-                            hint=aliases.ESTIMATOR_HINT)
+                            hint=estimator_names.ESTIMATOR_HINT)
     elif _under(fullname, _TFE_PRIVATE) or _under(fullname, _TF_PRIVATE_ESTIMATOR):
         base = _TFE_PRIVATE if fullname.startswith(_TFE) else _TF_PRIVATE_ESTIMATOR
         relative = fullname[len(base) + 1:]
@@ -334,7 +337,7 @@ class LegacyModuleFinder(importlib.abc.MetaPathFinder):
         # Alias modules are packages, so `from m import missing` asks this finder for
         # `m.missing` and gets our error instead of Python's "cannot import name". A real
         # module served under a legacy name (tf-slim's) keeps its own kind.
-        is_package = (isinstance(module, aliases.AliasNamespace)
+        is_package = (isinstance(module, namespaces.AliasNamespace)
                       or "__path__" in module.__dict__)
         return importlib.machinery.ModuleSpec(fullname, _ServedLoader(module),
                                               is_package=is_package)
