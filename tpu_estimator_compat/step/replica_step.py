@@ -19,13 +19,14 @@ import inspect
 import threading
 import types
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 from absl import logging
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat.cluster import workers as cluster
+from tpu_estimator_compat.contrib import hub
 from tpu_estimator_compat.step import cross_shard
 from tpu_estimator_compat.step import global_step_reads
 from tpu_estimator_compat.v1_state import keras_env
@@ -194,6 +195,15 @@ def _owner_of(model_fn: Any) -> tuple[Any, Callable[[Any], Any] | None]:
     return None, None
 
 
+@contextlib.contextmanager
+def _replica_scope(registry: variables_lib.VariableRegistry,
+                   global_step: tf.Variable) -> Iterator[None]:
+    """`variables.replica_scope`, in which a TF1 `hub.Module` model_fn builds uses the
+    replica's variables (`contrib/hub.py`)."""
+    with variables_lib.replica_scope(registry, global_step), hub.applied():
+        yield
+
+
 def _as_float_loss(loss: Any) -> tf.Tensor:
     loss = tf.convert_to_tensor(loss)
     loss = tf.reshape(loss, [])
@@ -231,7 +241,7 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
     """
 
     def train_step(features: Any, labels: Any) -> dict[str, Any]:
-        with variables_lib.replica_scope(registry, global_step):
+        with _replica_scope(registry, global_step):
             # Global-step reads (host_call's `tf.reshape(get_global_step(), [1])`) see the
             # step's starting value, as in legacy's graph, wherever model_fn wrote them.
             with global_step_reads.step_start_reads(global_step) as start:
@@ -428,7 +438,7 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
     """
 
     def eval_step(features: Any, labels: Any, mask: Any = None) -> dict[str, Any]:
-        with variables_lib.replica_scope(registry, global_step):
+        with _replica_scope(registry, global_step):
             spec = caller(features, labels, ModeKeys.EVAL, batch_size)
             _check_eval_spec(spec)
             record.observe(spec)
@@ -510,7 +520,7 @@ def make_metric_update(registry: variables_lib.VariableRegistry, global_step: tf
     def update(leaves: list[tf.Tensor]) -> dict[str, Any]:
         metric_fn, structure = record.deferred_metrics
         tensors = tf.nest.pack_sequence_as(structure, list(leaves))
-        with variables_lib.replica_scope(registry, global_step), registry.local_variables():
+        with _replica_scope(registry, global_step), registry.local_variables():
             values = metrics_lib.build_in_step(metric_fn, tensors)
         record.metric_op_names = tuple(values)  # Sorted, as tf.nest flattens them.
         return values
@@ -588,7 +598,7 @@ def make_predict_step(caller: ModelFnCaller, registry: variables_lib.VariableReg
     """Returns `step(features, labels) -> {predictions[, hook_tensors]}` for PREDICT."""
 
     def predict_step(features: Any, labels: Any) -> dict[str, Any]:
-        with variables_lib.replica_scope(registry, global_step):
+        with _replica_scope(registry, global_step):
             spec = caller(features, labels, ModeKeys.PREDICT, batch_size)
             record.observe(spec)
             record.observe_graph(spec)

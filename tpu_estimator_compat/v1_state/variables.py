@@ -35,7 +35,6 @@ import tensorflow as tf
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import private as _tf_private
-from tpu_estimator_compat.contrib import hub as hub_support
 from tpu_estimator_compat.v1_state import replica_state
 from tpu_estimator_compat.v1_state import tf1_names
 from tpu_estimator_compat.v1_state import write_order
@@ -645,7 +644,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
                 _tf_private.tf1_tensor_equality(), ema_restore_by_name(), \
                 _tf_patches.applied("variables.local_update_in_control_flow"), \
                 write_order.chained(graph), \
-                tf1_names.replica_scoped_collections(replica_root), hub_support.applied():
+                tf1_names.replica_scoped_collections(replica_root):
             for key in (_v1.GraphKeys.GLOBAL_STEP, _v1.GraphKeys.GLOBAL_VARIABLES):
                 ref = graph.get_collection_ref(key)
                 if not any(item is global_step for item in ref):
