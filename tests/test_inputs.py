@@ -13,14 +13,17 @@ from conftest import make_strategy
 import models
 
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat.inputs import call as call_lib
+from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import distribute as inputs
+from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.tpu_config import InputPipelineConfig
 
 _TRAIN = "train"
 
 
 def _plan(pipeline, *, batch=64, replicas=8, hosts=1, use_tpu=True):
-    return inputs.plan_batches(global_batch_size=batch, batch_name="train_batch_size",
+    return context_lib.plan_batches(global_batch_size=batch, batch_name="train_batch_size",
                                num_replicas=replicas, num_hosts=hosts, pipeline=pipeline,
                                use_tpu=use_tpu)
 
@@ -122,7 +125,7 @@ def test_distribute_per_host_v1_slices_host_batch_across_replicas(strategy):
     assert params["batch_size"] == 16
     assert params["user"] == 1
     ctx = params["context"]
-    assert isinstance(ctx, inputs.TPUContext)
+    assert isinstance(ctx, context_lib.TPUContext)
     assert (ctx.num_replicas, ctx.num_hosts, ctx.current_host, ctx.mode) == (
             replicas, 1, 0, _TRAIN)
     assert ctx.num_of_replicas_per_host == replicas
@@ -285,30 +288,30 @@ def test_autotune_is_off_on_devices_unless_input_fn_chose(chosen, expected):
 
 
 def test_to_dataset_tuple_of_tensors_repeats():
-    ds = inputs.to_dataset((tf.constant([1, 2]), tf.constant([3, 4])), repeat_tensors=True)
+    ds = call_lib.to_dataset((tf.constant([1, 2]), tf.constant([3, 4])), repeat_tensors=True)
     assert ds.cardinality().numpy() == tf.data.INFINITE_CARDINALITY
     got = [(f.numpy().tolist(), l.numpy().tolist()) for f, l in ds.take(3)]
     assert got == [([1, 2], [3, 4])] * 3
 
 
 def test_to_dataset_without_repeat_yields_once():
-    ds = inputs.to_dataset({"x": tf.constant([5])}, repeat_tensors=False)
+    ds = call_lib.to_dataset({"x": tf.constant([5])}, repeat_tensors=False)
     assert [e["x"].numpy().tolist() for e in ds] == [[5]]
 
 
 def test_to_dataset_returns_dataset_unchanged():
     ds = tf.data.Dataset.range(3)
-    assert inputs.to_dataset(ds, repeat_tensors=True) is ds
+    assert call_lib.to_dataset(ds, repeat_tensors=True) is ds
 
 
 def test_to_dataset_rejects_other_types():
     with pytest.raises(TypeError, match="input_fn must return a `tf.data.Dataset`"):
-        inputs.to_dataset(3, repeat_tensors=True)
+        call_lib.to_dataset(3, repeat_tensors=True)
 
 
 def test_split_element_dict_features_only_gives_none_labels():
     ds = tf.data.Dataset.from_tensor_slices({"x": [1, 2], "y": [3, 4]}).batch(2)
-    features, labels = inputs.split_element(next(iter(ds)))
+    features, labels = call_lib.split_element(next(iter(ds)))
     assert labels is None
     assert sorted(features) == ["x", "y"]
     assert features["x"].numpy().tolist() == [1, 2]
@@ -316,13 +319,13 @@ def test_split_element_dict_features_only_gives_none_labels():
 
 
 def test_split_element_pair_and_single():
-    assert inputs.split_element(("f", "l")) == ("f", "l")
-    assert inputs.split_element(("f",)) == ("f", None)
+    assert call_lib.split_element(("f", "l")) == ("f", "l")
+    assert call_lib.split_element(("f",)) == ("f", None)
 
 
 def test_split_element_three_tuple_names_the_fix():
     with pytest.raises(ValueError) as e:
-        inputs.split_element((1, 2, 3))
+        call_lib.split_element((1, 2, 3))
     assert "tuple of 3 elements" in str(e.value)
     assert "Return `(features, labels)`." in str(e.value)
 
@@ -336,7 +339,7 @@ def test_call_input_fn_passes_config_and_mode():
 
     config = {"model_dir": "/tmp/m"}
     plan = _plan(InputPipelineConfig.PER_HOST_V2, batch=16, replicas=8)
-    result = inputs.call_input_fn(input_fn, params={"a": 1}, config=config, mode="eval",
+    result = call_lib.call_input_fn(input_fn, params={"a": 1}, config=config, mode="eval",
                                   plan=plan, input_context=None, use_tpu=False)
     assert result == "result"
     assert received["params"] == {"a": 1, "batch_size": 2}
@@ -353,7 +356,7 @@ def test_call_input_fn_does_not_mutate_caller_params():
         params["a"].append(2)
         return params
 
-    got = inputs.call_input_fn(input_fn, params=params, config=None, mode=_TRAIN, plan=plan,
+    got = call_lib.call_input_fn(input_fn, params=params, config=None, mode=_TRAIN, plan=plan,
                                input_context=None, use_tpu=True)
     assert params == {"a": [1]}
     assert got["batch_size"] == 16
@@ -364,7 +367,7 @@ def test_call_input_fn_without_params_raises_legacy_message():
     plan = _plan(InputPipelineConfig.PER_HOST_V1)
     with pytest.raises(ValueError, match="does not include params argument, required by "
                                          "TPUEstimator"):
-        inputs.call_input_fn(lambda config: None, params={}, config=None, mode=_TRAIN,
+        call_lib.call_input_fn(lambda config: None, params={}, config=None, mode=_TRAIN,
                              plan=plan, input_context=None, use_tpu=True)
 
 
@@ -411,7 +414,7 @@ def test_reading_the_host_is_noticed(reads_host):
             assert ctx.current_input_fn_deployment() == ("/job:worker/task:1/device:CPU:0",
                                                          1, 2, 2)
 
-    inputs.call_input_fn(input_fn, params={}, config=None, mode=_TRAIN, plan=plan,
+    call_lib.call_input_fn(input_fn, params={}, config=None, mode=_TRAIN, plan=plan,
                          input_context=_host_context(1), use_tpu=True,
                          input_device="/job:worker/task:1/device:CPU:0",
                          on_host_read=lambda: noticed.append(True))
@@ -420,7 +423,7 @@ def test_reading_the_host_is_noticed(reads_host):
 
 def test_input_fn_taking_config_may_shard_by_itself():
     noticed = []
-    inputs.call_input_fn(lambda params, config: None, params={}, config=None, mode=_TRAIN,
+    call_lib.call_input_fn(lambda params, config: None, params={}, config=None, mode=_TRAIN,
                          plan=_plan(InputPipelineConfig.PER_HOST_V1), input_context=None,
                          use_tpu=False, on_host_read=lambda: noticed.append(True))
     assert noticed
@@ -428,7 +431,7 @@ def test_input_fn_taking_config_may_shard_by_itself():
 
 def test_broadcast_deployment_keeps_legacy_single_invocation():
     plan = _plan(InputPipelineConfig.BROADCAST, batch=8, replicas=4, hosts=2)
-    ctx = inputs.TPUContext(_host_context(1), plan, _TRAIN, input_device="/cpu:0")
+    ctx = context_lib.TPUContext(_host_context(1), plan, _TRAIN, input_device="/cpu:0")
     assert ctx.current_input_fn_deployment() == ("/cpu:0", 0, 1, 4)
 
 
@@ -452,7 +455,7 @@ def test_distribute_per_host_v1_splits_hwcn_features_along_batch_axis(strategy):
     plan = _plan(InputPipelineConfig.PER_HOST_V1, batch=16, replicas=replicas)
     dist = inputs.distribute(strategy, _hwcn_input_fn(), params={}, config=None, mode=_TRAIN,
                              plan=plan, use_tpu=True,
-                             batch_axis=inputs.check_batch_axis((3, 0)))
+                             batch_axis=pad_lib.check_batch_axis((3, 0)))
     per_replica = 16 // replicas
     for step, per_step in enumerate(_per_replica_batches(strategy, dist, steps=2)):
         for i, (features, labels) in enumerate(per_step):
@@ -468,7 +471,7 @@ def test_distribute_pads_hwcn_eval_batches_along_batch_axis(strategy):
     plan = _plan(InputPipelineConfig.PER_HOST_V1, batch=16, replicas=replicas)
     dist = inputs.distribute(strategy, _hwcn_input_fn(num_rows=20), params={}, config=None,
                              mode="eval", plan=plan, use_tpu=True, repeat_tensors=False,
-                             pad=True, batch_axis=inputs.check_batch_axis((3, 0)))
+                             pad=True, batch_axis=pad_lib.check_batch_axis((3, 0)))
     seen_rows, seen_masks = [], []
     iterator = iter(dist)
     for _ in range(2):
@@ -476,7 +479,7 @@ def test_distribute_pads_hwcn_eval_batches_along_batch_axis(strategy):
         for features, labels, mask in zip(
                 strategy.experimental_local_results(element["features"]),
                 strategy.experimental_local_results(element["labels"]),
-                strategy.experimental_local_results(element[inputs.MASK_KEY])):
+                strategy.experimental_local_results(element[pad_lib.MASK_KEY])):
             assert features.shape == (2, 1, 1, 16 // replicas)
             np.testing.assert_array_equal(features.numpy()[0, 0, 0] * 10, labels.numpy())
             seen_rows += list(labels.numpy()[mask.numpy()] // 10)
@@ -488,11 +491,11 @@ def test_distribute_pads_hwcn_eval_batches_along_batch_axis(strategy):
 @pytest.mark.parametrize("bad", [3, (3, -1), ("3", 0), (), (True, 0)])
 def test_check_batch_axis_names_the_argument(bad):
     with pytest.raises(ValueError, match="`batch_axis` must be a tuple"):
-        inputs.check_batch_axis(bad)
+        pad_lib.check_batch_axis(bad)
 
 
 def test_batch_axis_with_wrong_tensor_count_says_how_many():
-    axes = inputs.check_batch_axis((3, 0, 0))
+    axes = pad_lib.check_batch_axis((3, 0, 0))
     with pytest.raises(ValueError, match="has 3 entries .* yields 2 tensors"):
         axes.of((tf.zeros([1, 1, 1, 2]), tf.zeros([2])))
 
@@ -502,10 +505,10 @@ def test_pad_and_mask_leaves_flattened_image_batches_alone():
     dataset = tf.data.Dataset.range(8).batch(4, drop_remainder=True).map(
         lambda r: (tf.reshape(tf.tile(tf.cast(r, tf.float32)[None, :], [3, 1]), [-1]), r))
     assert dataset.element_spec[0].shape == (12,)  # Statically longer than the batch.
-    element = next(iter(inputs.pad_and_mask(dataset, 4)))
+    element = next(iter(pad_lib.pad_and_mask(dataset, 4)))
     assert element["features"].shape == (12,)
     np.testing.assert_array_equal(element["labels"].numpy(), [0, 1, 2, 3])
-    assert element[inputs.MASK_KEY].numpy().all()
+    assert element[pad_lib.MASK_KEY].numpy().all()
 
 
 class _AttrConfig(dict):

@@ -406,7 +406,7 @@ PATCHES: tuple[Patch, ...] = (
             "they are the first batch's values; while input_fn runs, get_next records the "
             "dataset behind them so that the returned tensors can stand for its elements. "
             "Eager iterators expose no public hook.",
-        build="tpu_estimator_compat.inputs.distribute:recording_get_next",
+        build="tpu_estimator_compat.inputs.call:recording_get_next",
         signature="(self)"),
     Patch(
         name="inputs.initializable_iterator",
@@ -418,7 +418,7 @@ PATCHES: tuple[Patch, ...] = (
             "is an eager iterator (already at the first element, as the initializer left it) "
             "whose get_next tensors stand for the dataset's elements "
             "(`inputs.iterator_get_next`). Both the v1 function and the method reach it.",
-        build="tpu_estimator_compat.inputs.distribute:eager_initializable_iterator",
+        build="tpu_estimator_compat.inputs.call:eager_initializable_iterator",
         signature=("(self, shared_name=None) -> "
                    "tensorflow.python.data.ops.iterator_ops.Iterator")),
     Patch(

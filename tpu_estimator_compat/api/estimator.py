@@ -27,7 +27,8 @@ from tpu_estimator_compat.embedding import config as embedding_config_lib
 from tpu_estimator_compat.export import saved_model as export_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
 from tpu_estimator_compat.session import inference
-from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat.inputs import context as context_lib
+from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.v1_state import keras_env
 from tpu_estimator_compat.step import optimizer_apply
 from tpu_estimator_compat.session import parameter_servers
@@ -44,7 +45,7 @@ from tpu_estimator_compat.session import train_session
 from tpu_estimator_compat.contrib import v1_file_writer
 
 ModeKeys = spec_lib.ModeKeys
-_RESERVED_PARAMS_KEYS = (inputs_lib.BATCH_SIZE_KEY, inputs_lib.CONTEXT_KEY)
+_RESERVED_PARAMS_KEYS = (context_lib.BATCH_SIZE_KEY, context_lib.CONTEXT_KEY)
 
 
 def _check_positive_int(value: Any, name: str) -> None:
@@ -119,14 +120,14 @@ class TPUEstimator:
         self._config = config.replace(model_dir=self._model_dir)
         # Kept as given (a deep copy), as legacy: a dict subclass or HParams reaches
         # model_fn and input_fn as that type.
-        self._params = inputs_lib.copy_params(params)
+        self._params = context_lib.copy_params(params)
         self._model_fn = model_fn
         self._use_tpu = bool(use_tpu)
         self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
                              ModeKeys.PREDICT: predict_batch_size}
         self._eval_on_tpu = eval_on_tpu
         self._warm_start_from = warm_start_from
-        self._batch_axis = inputs_lib.check_batch_axis(batch_axis)
+        self._batch_axis = pad_lib.check_batch_axis(batch_axis)
         self._runtimes: dict[int, runtime_lib.Runtime] = {}
         self._summary_writers = summaries.ModelFnWriters()  # Those model_fn creates.
         cross_shard.install()
@@ -148,7 +149,7 @@ class TPUEstimator:
 
     @property
     def params(self) -> Any:
-        return inputs_lib.copy_params(self._params)
+        return context_lib.copy_params(self._params)
 
     @property
     def model_fn(self) -> Callable[..., Any]:
@@ -217,20 +218,20 @@ class TPUEstimator:
             # alone does not repeat a run; legacy graph mode got this from the graph seed.
             tf.keras.utils.set_random_seed(self._config.tf_random_seed)
 
-    def _plan(self, mode: str, strategy: tf.distribute.Strategy) -> inputs_lib.BatchPlan:
+    def _plan(self, mode: str, strategy: tf.distribute.Strategy) -> context_lib.BatchPlan:
         name = {ModeKeys.TRAIN: "train_batch_size", ModeKeys.EVAL: "eval_batch_size",
                 ModeKeys.PREDICT: "predict_batch_size"}[mode]
         pipeline = self._config.tpu_config.effective_input_pipeline(mode == ModeKeys.TRAIN)
         num_hosts = cluster_lib.num_hosts(strategy)
-        return inputs_lib.plan_batches(
+        return context_lib.plan_batches(
             global_batch_size=self._batch_sizes[mode], batch_name=name,
             num_replicas=strategy.num_replicas_in_sync, num_hosts=num_hosts,
             pipeline=pipeline, use_tpu=self._use_tpu)
 
-    def _caller(self, plan: inputs_lib.BatchPlan,
+    def _caller(self, plan: context_lib.BatchPlan,
                 use_tpu: bool | None = None) -> replica_step.ModelFnCaller:
-        def context_factory(mode: str) -> inputs_lib.TPUContext:
-            return inputs_lib.TPUContext(None, plan, mode)
+        def context_factory(mode: str) -> context_lib.TPUContext:
+            return context_lib.TPUContext(None, plan, mode)
 
         return replica_step.ModelFnCaller(
             self._model_fn, self._params, self._config,

@@ -294,6 +294,11 @@ def num_hosts(strategy: tf.distribute.Strategy) -> int:
     return 1
 
 
+def worker_device(index: int) -> str:
+    """The CPU of worker task `index`, where its input pipeline runs."""
+    return f"/job:worker/replica:0/task:{index}/device:CPU:0"
+
+
 def is_multi_client(strategy: tf.distribute.Strategy) -> bool:
     """True when every worker runs its own copy of this program (MWMS over several workers).
 

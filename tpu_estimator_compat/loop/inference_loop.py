@@ -23,7 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from tpu_estimator_compat.cluster import workers as cluster_lib
-from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat.inputs import call as call_lib
+from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.loop.train_loop import Dispatch, FixedBatches, empty_batch
 from tpu_estimator_compat.loop.train_loop import gather_replicas
 from tpu_estimator_compat.loop.train_loop import stack_steps
@@ -64,8 +65,8 @@ class InferenceResult:
 
 def _element_parts(element: Any, padded: bool) -> tuple[Any, Any, Any]:
     if padded:
-        return element["features"], element.get("labels"), element[inputs_lib.MASK_KEY]
-    features, labels = inputs_lib.split_element(element)
+        return element["features"], element.get("labels"), element[pad_lib.MASK_KEY]
+    features, labels = call_lib.split_element(element)
     return features, labels, None
 
 

@@ -34,7 +34,7 @@ from absl import logging
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.v1_state import eager_scope
-from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat.inputs import call as call_lib
 from tpu_estimator_compat.summary import progress
 
 
@@ -124,12 +124,12 @@ def make_multi_step_train_fn(
     fixed = None if endless else FixedBatches.of(strategy, input_spec)
     if fixed is not None:
         replica_fn = fixed.with_static_shapes(replica_fn,
-                                              inputs_lib.split_element(fixed.spec))
+                                              call_lib.split_element(fixed.spec))
 
     def run_one(i: tf.Tensor, outfed: tf.Tensor, losses: tf.TensorArray,
                 starts: tf.TensorArray, calls: list[tf.TensorArray],
                 fetched: list[tf.TensorArray], element: Any) -> tuple:
-        features, labels = inputs_lib.split_element(element)
+        features, labels = call_lib.split_element(element)
         out = strategy.run(replica_fn, args=(features, labels))
         loss = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.MEAN, out["loss"])
         start = (tf.cast(strategy.experimental_local_results(out["step"])[0], tf.int64)

@@ -27,6 +27,7 @@ from tpu_estimator_compat.summary import background as background_lib
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
+from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import distribute as inputs_lib
 from tpu_estimator_compat.loop import inference_loop as loop_lib
 from tpu_estimator_compat.step import metrics as metrics_lib
@@ -141,7 +142,7 @@ def _cpu_loop_steps(structure: dict[str, Any], keys: Sequence[str], most_steps: 
 
 
 def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime,
-                 plan: inputs_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
+                 plan: context_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
                  checkpoint: str | None, on_tpu: bool,
                  hooks: Sequence[Any] | None) -> InferenceSession:
     """Traces `mode`'s step for `runtime`, restores `checkpoint` and opens the input."""

@@ -21,9 +21,9 @@ Each closure runs `iterations_per_loop` steps on one worker's batches, each step
 update at once (asynchronously, as legacy did). Unlike legacy, the chief does not train
 itself: it coordinates, saves checkpoints and writes summaries.
 
-This module owns the strategy and coordinator of a process, serving, the per-worker input
-(one input_fn call per worker, with that worker's `params['context']`) and spreading a
-loop's steps over workers. It knows nothing about models, model_fns, checkpoints or files.
+This module owns the strategy and coordinator of a process, serving, the per-worker
+iterators (over each worker's dataset, `inputs.distribute.worker_dataset_fn`) and spreading
+a loop's steps over workers. It knows nothing about models, model_fns, checkpoints or files.
 """
 
 from __future__ import annotations
@@ -162,10 +162,6 @@ def describe(pss: _PSS) -> str:
 
 def _coordinator(pss: _PSS) -> Any:
     return _COORDINATORS[id(pss)]
-
-
-def worker_device(index: int) -> str:
-    return f"/job:worker/replica:0/task:{index}/device:CPU:0"
 
 
 def log_placement(variables: dict[str, tf.Variable]) -> None:

@@ -20,7 +20,8 @@ from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat import config as config_lib
-from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat.inputs import context as context_lib
+from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.step import optimizer_apply
 from tpu_estimator_compat.step import replica_step
 from tpu_estimator_compat.v1_state import variables as variables_lib
@@ -100,10 +101,10 @@ class RunSettings:
     config: config_lib.RunConfig
     params: dict[str, Any]
     use_tpu: bool
-    batch_axis: inputs_lib.BatchAxes
+    batch_axis: pad_lib.BatchAxes
     iterations_per_loop: int
     warm_start_from: Any
-    make_caller: Callable[[inputs_lib.BatchPlan, bool | None], replica_step.ModelFnCaller]
+    make_caller: Callable[[context_lib.BatchPlan, bool | None], replica_step.ModelFnCaller]
     seed_random: Callable[[], None]
 
 

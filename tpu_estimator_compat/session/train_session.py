@@ -11,7 +11,6 @@ policy (`save_policy.py`), the stop signals and the legacy training summaries an
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from typing import Any, Callable, Sequence
 
@@ -22,6 +21,7 @@ from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
+from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import distribute as inputs_lib
 from tpu_estimator_compat.loop import train_loop as loop_lib
 from tpu_estimator_compat.session import parameter_servers
@@ -43,7 +43,7 @@ class TrainSession:
     """Trains one runtime on one batch plan; `run` is one `train()` call's body."""
 
     def __init__(self, settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime,
-                 plan: inputs_lib.BatchPlan) -> None:
+                 plan: context_lib.BatchPlan) -> None:
         self._settings = settings
         self._runtime = runtime
         self._plan = plan
@@ -154,18 +154,11 @@ class TrainSession:
         """(iterator, source): every host's input, or every worker's on parameter servers."""
         settings, runtime, plan = self._settings, self._runtime, self._plan
         if parameter_servers.is_parameter_server_strategy(runtime.strategy):
-
-            def dataset_for(index: int, context: tf.distribute.InputContext) -> Any:
-                hosts = dataclasses.replace(plan, num_hosts=context.num_input_pipelines,
-                                            num_replicas=context.num_replicas_in_sync)
-                return inputs_lib.host_dataset(
-                    input_fn, context, params=settings.params, config=settings.config,
-                    mode=ModeKeys.TRAIN, plan=hosts, use_tpu=settings.use_tpu,
-                    input_device=parameter_servers.worker_device(index),
-                    batch_axis=settings.batch_axis)
-
-            iterator, endless = parameter_servers.per_worker_input(runtime.strategy,
-                                                                   dataset_for)
+            iterator, endless = parameter_servers.per_worker_input(
+                runtime.strategy, inputs_lib.worker_dataset_fn(
+                    input_fn, params=settings.params, config=settings.config,
+                    mode=ModeKeys.TRAIN, plan=plan, use_tpu=settings.use_tpu,
+                    batch_axis=settings.batch_axis))
             return iterator, inputs_lib.DistributedInput(None, None, known_endless=endless)
         source = inputs_lib.distribute_input(
             runtime.strategy, input_fn, params=settings.params, config=settings.config,

@@ -34,8 +34,8 @@ from tpu_estimator_compat.step import metrics as metrics_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat.v1_state import variables as variables_lib
 from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
-from tpu_estimator_compat.inputs.distribute import BATCH_SIZE_KEY, CONTEXT_KEY, USE_TPU_KEY
-from tpu_estimator_compat.inputs.distribute import copy_params, set_param
+from tpu_estimator_compat.inputs.context import BATCH_SIZE_KEY, CONTEXT_KEY, USE_TPU_KEY
+from tpu_estimator_compat.inputs.context import copy_params, set_param
 
 ModeKeys = spec_lib.ModeKeys
 

@@ -1,0 +1,194 @@
+"""Calling the user's input_fn, and what it returns as a dataset.
+
+`call_input_fn` calls input_fn the legacy way (`params` with `batch_size` and `context`,
+optionally `config`, `mode`, `input_context`); `to_dataset` turns what it returned (a
+`tf.data.Dataset`, a `(features, labels)` tuple of tensors, or tensors an iterator's
+`get_next()` drew, recorded by the `inputs.iterator_get_next` patch) into a dataset of
+batches, and `split_element` takes one element apart into (features, labels). It knows
+nothing of strategies, replicas or padding.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from typing import Any, Callable, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from tpu_estimator_compat.inputs.context import (BATCH_SIZE_KEY, CONTEXT_KEY, BatchPlan,
+                                                 TPUContext, copy_params, set_param)
+
+def _accepted_args(fn: Callable[..., Any]) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def check_input_fn_signature(input_fn: Callable[..., Any]) -> None:
+    """Legacy TPUEstimator passes the batch size through `params`; input_fn must take it."""
+    if "params" not in _accepted_args(input_fn):
+        raise ValueError(
+            f"input_fn ({input_fn}) does not include params argument, required by "
+            "TPUEstimator to pass batch size as params['batch_size']. Define it as "
+            "`def input_fn(params):`.")
+
+
+def call_input_fn(input_fn: Callable[..., Any], *, params: dict[str, Any], config: Any,
+                  mode: str, plan: BatchPlan, input_context: tf.distribute.InputContext | None,
+                  use_tpu: bool, input_device: str | None = None,
+                  on_host_read: Callable[[], None] | None = None) -> Any:
+    """Calls input_fn with what it asks for: `params`, and optionally `config`, `mode`.
+
+    `on_host_read` is called if input_fn can know its host: it reads
+    `params['context']`'s host, or takes `input_context` or `config` (which has `task_id`).
+    """
+    check_input_fn_signature(input_fn)
+    args = _accepted_args(input_fn)
+    params = copy_params(params)
+    if plan.for_input_fn is not None:
+        set_param(params, BATCH_SIZE_KEY, plan.for_input_fn)
+    if use_tpu:
+        set_param(params, CONTEXT_KEY,
+                  TPUContext(input_context, plan, mode, input_device=input_device,
+                             on_host_read=on_host_read))
+    if on_host_read is not None and args & {"input_context", "config"}:
+        on_host_read()
+    kwargs: dict[str, Any] = {"params": params}
+    if "config" in args:
+        kwargs["config"] = copy.deepcopy(config)
+    if "mode" in args:
+        kwargs["mode"] = mode
+    if "input_context" in args:
+        kwargs["input_context"] = input_context
+    return input_fn(**kwargs)
+
+
+def recording_get_next(original: Callable[..., Any], records: list) -> Callable[..., Any]:
+    """The replacement of patch `inputs.iterator_get_next`: notes (dataset, element)."""
+
+    def get_next(self: Any) -> Any:
+        element = original(self)
+        dataset = getattr(self, "_dataset", None)
+        if dataset is not None:
+            records.append((dataset, element))
+        return element
+
+    get_next.__doc__ = original.__doc__
+    return get_next
+
+
+class _EagerInitializableIterator:
+    """`make_initializable_iterator()` in an input_fn that runs eagerly: an eager iterator.
+
+    Its `initializer` is None (nothing to run: it starts at the first element, where the
+    initializer would have put it); `get_next()` goes through the eager iterator, so the
+    tensors it gives stand for the dataset's elements (`inputs.iterator_get_next`).
+    """
+
+    initializer = None
+
+    def __init__(self, dataset: Any) -> None:
+        self._iterator = iter(dataset)
+
+    def get_next(self, name: str | None = None) -> Any:
+        del name
+        return self._iterator.get_next()
+
+    def __getattr__(self, name: str) -> Any:  # element_spec, output_types, output_shapes...
+        return getattr(self._iterator, name)
+
+
+def eager_initializable_iterator(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The replacement of patch `inputs.initializable_iterator`."""
+
+    def make_initializable_iterator(self: Any, shared_name: str | None = None) -> Any:
+        if not tf.executing_eagerly():
+            return original(self, shared_name)
+        return _EagerInitializableIterator(self)
+
+    make_initializable_iterator.__doc__ = original.__doc__
+    return make_initializable_iterator
+
+
+def _from_iterator(result: Any, records: Sequence[tuple[Any, Any]]) -> Any:
+    """The dataset `result`'s tensors were drawn from by `get_next()`, restructured as
+    `result`; None when they came from no iterator (constants: the same batch every step).
+
+    In a TF1 graph `iterator.get_next()` gave the next batch at every session.run; input_fn
+    runs eagerly here, where it gives the first batch's values.
+    """
+    leaves = tf.nest.flatten(result)
+    for dataset, element in records:
+        positions = {id(t): i for i, t in enumerate(tf.nest.flatten(element))}
+        if leaves and all(id(leaf) in positions for leaf in leaves):
+            picks = [positions[id(leaf)] for leaf in leaves]
+
+            def restructure(*components: Any, picks: list[int] = picks) -> Any:
+                flat = tf.nest.flatten(components)
+                return tf.nest.pack_sequence_as(result, [flat[p] for p in picks])
+
+            logging.info("input_fn returned iterator.get_next() tensors: every step takes "
+                         "the next element of their dataset, as in a TF1 graph.")
+            return dataset.map(plain_graph(restructure))
+    drawn = {id(t) for _, element in records for t in tf.nest.flatten(element)}
+    if any(id(leaf) in drawn for leaf in leaves):
+        raise ValueError(
+            "input_fn returned tensors computed from `iterator.get_next()` together with "
+            "others. In a TF1 graph they gave the next batch at every step; "
+            "tpu_estimator_compat calls input_fn once, eagerly, so they would hold the first "
+            "batch for every step. Return the dataset itself (do the computation in "
+            "`dataset.map(...)`), or return the get_next() tensors unchanged.")
+    return None
+
+
+def to_dataset(result: Any, *, repeat_tensors: bool,
+               iterated: Sequence[tuple[Any, Any]] = ()) -> tf.data.Dataset:
+    """Turns what input_fn returned into a dataset of (features, labels) or features.
+
+    A `(features, labels)` tuple of tensors stands for "the same batch every step", as the
+    tensors did in a TF1 graph, so it repeats; tensors `iterator.get_next()` drew from a
+    dataset (`iterated`: the (dataset, element) pairs input_fn's get_next calls gave) stand
+    for that dataset's elements, one per step.
+    """
+    if isinstance(result, tf.data.Dataset):
+        return result
+    if iterated and isinstance(result, (tuple, list, tf.Tensor, dict)):
+        drawn = _from_iterator(tuple(result) if isinstance(result, list) else result, iterated)
+        if drawn is not None:
+            return drawn
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        dataset = tf.data.Dataset.from_tensors(tuple(result))
+    elif isinstance(result, (tf.Tensor, dict)):
+        dataset = tf.data.Dataset.from_tensors(result)
+    else:
+        raise TypeError(
+            "input_fn must return a `tf.data.Dataset`, a `(features, labels)` tuple or "
+            f"`features`; received {type(result).__name__}: {result!r:.200}.")
+    return dataset.repeat() if repeat_tensors else dataset
+
+
+def split_element(element: Any) -> tuple[Any, Any]:
+    """(features, labels) from one dataset element; labels is None when absent."""
+    if isinstance(element, (tuple, list)):
+        if len(element) == 2:
+            return element[0], element[1]
+        if len(element) == 1:
+            return element[0], None
+        raise ValueError(
+            f"input_fn's dataset yields a tuple of {len(element)} elements; expected "
+            "`(features, labels)` or `features`. Return `(features, labels)`.")
+    return element, None
+
+
+def plain_graph(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` for `Dataset.map`/`flat_map` as written: not converted by autograph.
+
+    tf.data converts every mapped function with autograph, recursively through the helpers it
+    calls; the shim's own have no tensor-dependent Python control flow, so the conversion
+    changes nothing but costs each input pipeline's start: a 6th of an 8-replica model zoo
+    test's own time went to transpiling `pad_and_mask`'s helpers (py-spy).
+    """
+    return tf.autograph.experimental.do_not_convert(fn)
