@@ -193,7 +193,7 @@ def main(argv: list[str]) -> None:
     _measured(tracing_compilation, "trace_function", "a trace", at_least=1.0, then=_graph_ops)
     if contender == "shim":
         # pylint: disable-next=import-outside-toplevel
-        from tpu_estimator_compat.loop import train_loop as loop
+        from tpu_estimator_compat.loop import driver as loop
         # pylint: disable-next=import-outside-toplevel
         from tpu_estimator_compat.checkpoint import save_policy
 

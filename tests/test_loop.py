@@ -1,4 +1,4 @@
-"""Tests for loop.py and inference_loop.py: the compiled train/inference loops and the driver.
+"""Tests for loop/: the compiled train and inference loops, their plumbing and the driver.
 
 Tiny step functions (one variable, a counter) on the default strategy and MirroredStrategy
 over 8 logical CPUs; no estimator, no model_fn.
@@ -15,6 +15,8 @@ import pytest
 import tensorflow as tf
 
 from tpu_estimator_compat.loop import inference_loop
+from tpu_estimator_compat.loop import driver as driver_lib
+from tpu_estimator_compat.loop import nan_loss
 from tpu_estimator_compat.loop import train_loop as loop_lib
 
 
@@ -393,7 +395,7 @@ def test_driver_takes_the_global_step_from_the_loop_result():
         loop_lib.LoopResult(4, np.ones(4, np.float32), global_step=4),
         loop_lib.LoopResult(4, np.ones(4, np.float32), global_step=8),
         loop_lib.LoopResult(2, np.ones(2, np.float32), global_step=10)])
-    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: reads.append(1) or 0,
+    driver = driver_lib.TrainDriver(run_steps=run, read_step=lambda: reads.append(1) or 0,
                                   checkpoint=_Policy())
     assert driver.run(target_step=10, iterations_per_loop=4) == 10
     assert calls == [4, 4, 2]
@@ -403,21 +405,21 @@ def test_driver_takes_the_global_step_from_the_loop_result():
 def test_driver_reads_the_step_when_the_loop_does_not_return_it():
     steps = iter([0, 3])
     run, _ = _fake_run([loop_lib.LoopResult(3, np.ones(3, np.float32))])
-    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: next(steps),
+    driver = driver_lib.TrainDriver(run_steps=run, read_step=lambda: next(steps),
                                   checkpoint=_Policy())
     assert driver.run(target_step=3, iterations_per_loop=5) == 3
 
 
 def test_driver_stops_at_end_of_input_and_raises_on_nan_loss():
     run, calls = _fake_run([loop_lib.LoopResult(2, np.ones(2, np.float32), global_step=2)])
-    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: 0, checkpoint=_Policy())
+    driver = driver_lib.TrainDriver(run_steps=run, read_step=lambda: 0, checkpoint=_Policy())
     assert driver.run(target_step=100, iterations_per_loop=5) == 2 and calls == [5]
 
     run, _ = _fake_run([loop_lib.LoopResult(3, np.array([1.0, np.nan, 1.0], np.float32),
                                             global_step=13)])
-    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: 10, checkpoint=_Policy(),
+    driver = driver_lib.TrainDriver(run_steps=run, read_step=lambda: 10, checkpoint=_Policy(),
                                   stop_on_nan_loss=True)
-    with pytest.raises(loop_lib.NanLossError, match="global step 12"):
+    with pytest.raises(nan_loss.NanLossError, match="global step 12"):
         driver.run(target_step=20, iterations_per_loop=3)
 
 
@@ -445,7 +447,7 @@ def test_driver_ends_loops_where_the_policy_says_a_save_falls_due():
         loop_lib.LoopResult(2, np.ones(2, np.float32), global_step=4),
         loop_lib.LoopResult(1, np.ones(1, np.float32), global_step=5)])
     policy = _DuePolicy()
-    driver = loop_lib.TrainDriver(run_steps=run, read_step=lambda: 0, checkpoint=policy)
+    driver = driver_lib.TrainDriver(run_steps=run, read_step=lambda: 0, checkpoint=policy)
     assert driver.run(target_step=5, iterations_per_loop=5) == 5
     assert calls == [2, 1, 2, 1]
     assert policy.saved == [2, 4]
@@ -455,7 +457,7 @@ def test_loop_result_starts_and_nan_step_follow_the_reported_global_steps():
     reported = loop_lib.LoopResult(3, np.array([1.0, 1.0, np.nan], np.float32),
                                    global_step=2, step_starts=np.array([0, 1, 1]))
     assert list(reported.starts(2)) == [0, 1, 1]
-    assert loop_lib.first_nan_loss(reported.losses, reported.starts(2)).step == 2
+    assert nan_loss.first_nan_loss(reported.losses, reported.starts(2)).step == 2
     assumed = loop_lib.LoopResult(3, np.ones(3, np.float32), global_step=13)
     assert list(assumed.starts(13)) == [10, 11, 12]
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 import models
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
 from tpu_estimator_compat.checkpoint import safety
-from tpu_estimator_compat.loop.train_loop import NanLossError
+from tpu_estimator_compat.loop.nan_loss import NanLossError
 
 v1 = tf.compat.v1
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "train_forever.py")

@@ -39,6 +39,7 @@ from absl import logging
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat.loop import nan_loss
 from tpu_estimator_compat.loop import train_loop as loop_lib
 from tpu_estimator_compat.v1_state import variables as variables_lib
 from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
@@ -436,7 +437,7 @@ class HookRunner:
         stop = False
         for hook in self._hooks:
             if isinstance(hook, _train.NanTensorHook):
-                error = loop_lib.first_nan_loss(losses, starts)
+                error = nan_loss.first_nan_loss(losses, starts)
                 if error is not None:
                     if _tf_private.nan_hook_fails(hook):
                         raise error

@@ -25,9 +25,8 @@ import tensorflow as tf
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.inputs import call as call_lib
 from tpu_estimator_compat.inputs import pad as pad_lib
-from tpu_estimator_compat.loop.train_loop import Dispatch, FixedBatches, empty_batch
-from tpu_estimator_compat.loop.train_loop import gather_replicas
-from tpu_estimator_compat.loop.train_loop import stack_steps
+from tpu_estimator_compat.loop.plumbing import Dispatch, FixedBatches, empty_batch
+from tpu_estimator_compat.loop.plumbing import gather_replicas, stack_steps
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,21 +1,16 @@
-"""The loop driver: `iterations_per_loop` steps per host round trip, and the outer loop.
+"""The compiled train loop: up to `n` steps of `strategy.run` in one `tf.function` call.
 
 Synopsis::
 
-    run_n = make_multi_step_train_fn(strategy, train_step)
-    driver = TrainDriver(run_steps=lambda n: run_n(iterator, n),
-                         read_step=lambda: int(global_step.numpy()), ...)
-    driver.run(target_step=100, iterations_per_loop=10)
+    train_loop = make_multi_step_train_fn(strategy, train_step)
+    result = train_loop(iterator, 10)     # a LoopResult: steps run, losses, host_call, ...
 
-Two layers, as in Orbit. `make_multi_step_train_fn` compiles ONE `tf.function` holding a
-`tf.while_loop` around `strategy.run`; the step count is a tensor, so chunks of different
-lengths never retrace, no Python runs per step, and the host calls the traced function
-through its flat signature (`Dispatch`), so a loop costs about one C++ function call.
-`TrainDriver` is the outer loop:
-`while step < target: n = min(target - step, per_loop); run n; maybe checkpoint; report`.
-The driver gets a step-runner, a global-step reader, a checkpoint policy and listeners; it
-never sees a model, a dataset or a strategy. The evaluate/predict loop, built on the same
-pieces (`Dispatch`, `FixedBatches`), is `inference_loop.py`'s.
+`make_multi_step_train_fn` compiles ONE `tf.function` holding a `tf.while_loop` around
+`strategy.run`, as Orbit does; the step count is a tensor, so chunks of different lengths
+never retrace, no Python runs per step, and the host calls the traced function through its
+flat signature (`plumbing.Dispatch`), so a loop costs about one C++ function call. The outer
+loop that calls it is `driver.py`'s; the evaluate/predict loop, built on the same pieces
+(`plumbing.py`), is `inference_loop.py`'s.
 """
 
 from __future__ import annotations
@@ -23,19 +18,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-import time
 import weakref
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
-from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.cluster import workers as cluster_lib
-from tpu_estimator_compat.v1_state import eager_scope
 from tpu_estimator_compat.inputs import call as call_lib
-from tpu_estimator_compat.summary import progress
+from tpu_estimator_compat.loop.plumbing import Dispatch, FixedBatches, gather_replicas
+from tpu_estimator_compat.loop.plumbing import stack_steps
+from tpu_estimator_compat.v1_state import eager_scope
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,9 +89,9 @@ def make_multi_step_train_fn(
     training cleanly at the end of input) and returns (steps_run, per-step losses, host_call
     tensors, global step, hook tensors, step starts), each loss the mean over replicas of
     the replica losses, i.e. the global-batch loss; when `train_step` returns the global step
-    it started from (`step`), every step's value comes back too. With `host_call_specs`, the step's host_call tensors are gathered from
-    every replica on the loop steps i with i % host_call_every_n == 0, as legacy's outfeed
-    did. With `global_step`, its value after the last step comes back with the losses, so
+    it started from (`step`), every step's value comes back too. With `host_call_specs`, the
+    step's host_call tensors are gathered from every replica on the loop steps i with
+    i % host_call_every_n == 0, as legacy's outfeed did. With `global_step`, its value after the last step comes back with the losses, so
     the host needs no separate read per loop. With `hook_tensor_dtypes`, the step's
     `hook_tensors` (model_fn tensors SessionRunHooks fetch) come back for every step, replica
     0's value: what legacy's one-device CPU path fetched. With `emit_summaries`, the step's
@@ -110,7 +103,7 @@ def make_multi_step_train_fn(
     there is one (`get_next_as_optional`) and the step runs inside a `tf.cond` on the
     answer: on several replicas that waits for every replica's input before any replica
     starts, and cost the 8-replica MLP ~20% of its step. There, when `input_spec` (one
-    replica's element spec, `inputs.DistributedInput.replica_spec`) says batches have a
+    replica's element spec, `DistributedInput.replica_spec`) says batches have a
     fixed size, model_fn still gets their static shapes and a step runs only when every
     replica has a batch (see `FixedBatches`).
     """
@@ -119,36 +112,59 @@ def make_multi_step_train_fn(
     # rewritten by AutoGraph (which would turn its Python control flow into tf.cond/while).
     replica_fn = _same_structure_on_every_replica(
         tf.autograph.experimental.do_not_convert(train_step))
-    specs = list(host_call_specs or [])
-    fetch_dtypes = list(hook_tensor_dtypes) + ([tf.string] if emit_summaries else [])
     fixed = None if endless else FixedBatches.of(strategy, input_spec)
     if fixed is not None:
         replica_fn = fixed.with_static_shapes(replica_fn,
                                               call_lib.split_element(fixed.spec))
+    one_step = _OneStep(
+        strategy, replica_fn, list(host_call_specs or []), host_call_every_n,
+        list(hook_tensor_dtypes) + ([tf.string] if emit_summaries else []), emit_summaries)
+    return TrainLoop(_compiled_loop(one_step, global_step, endless, fixed), emit_summaries)
 
-    def run_one(i: tf.Tensor, outfed: tf.Tensor, losses: tf.TensorArray,
-                starts: tf.TensorArray, calls: list[tf.TensorArray],
-                fetched: list[tf.TensorArray], element: Any) -> tuple:
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _OneStep:
+    """One step of the compiled loop: `strategy.run` on one input element, its outputs
+    written into the loop's TensorArrays (losses, step starts, host_call, fetched tensors)."""
+
+    strategy: tf.distribute.Strategy
+    replica_fn: Callable[..., Any]
+    specs: list[tf.TensorSpec]  # host_call's.
+    host_call_every_n: int
+    fetch_dtypes: list[tf.DType]  # Hook tensors, then the summaries when emitted.
+    emit_summaries: bool
+
+    def __call__(self, i: tf.Tensor, outfed: tf.Tensor, losses: tf.TensorArray,
+                 starts: tf.TensorArray, calls: list[tf.TensorArray],
+                 fetched: list[tf.TensorArray], element: Any) -> tuple:
+        strategy = self.strategy
         features, labels = call_lib.split_element(element)
-        out = strategy.run(replica_fn, args=(features, labels))
+        out = strategy.run(self.replica_fn, args=(features, labels))
         loss = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.MEAN, out["loss"])
         start = (tf.cast(strategy.experimental_local_results(out["step"])[0], tf.int64)
                  if "step" in out else tf.constant(-1, tf.int64))
-        if specs:
+        if self.specs:
             leaves = [gather_replicas(strategy, leaf)
                       for leaf in tf.nest.flatten(out["host_call"])]
             calls, outfed = tf.cond(
-                tf.equal(i % host_call_every_n, 0),  # `==` is identity under TF1 equality.
+                tf.equal(i % self.host_call_every_n, 0),  # `==` is identity under TF1 equality.
                 lambda: ([ta.write(outfed, leaf) for ta, leaf in zip(calls, leaves)],
                          outfed + 1),
                 lambda: (calls, outfed))
-        if fetch_dtypes:
+        if self.fetch_dtypes:
             values = list(out.get("hook_tensors", [])) + (
-                [out["summaries"]] if emit_summaries else [])
+                [out["summaries"]] if self.emit_summaries else [])
             fetched = [ta.write(i, strategy.experimental_local_results(value)[0])
                        for ta, value in zip(fetched, values)]
         return (tf.constant(True), i + 1, outfed, losses.write(i, loss), starts.write(i, start),
                 calls, fetched)
+
+
+def _compiled_loop(one_step: _OneStep, global_step: tf.Variable | None, endless: bool,
+                   fixed: FixedBatches | None) -> Any:
+    """The `tf.function` `run_steps(iterator, n)`: a while_loop of up to `n` `one_step`s,
+    ending early at the end of input (unless `endless`), as `make_multi_step_train_fn` says."""
+    specs, fetch_dtypes = one_step.specs, one_step.fetch_dtypes
 
     # Written as an explicit while_loop, not AutoGraph: converting this function from source
     # cost ~0.3 s of CPU in every fresh process (most of the MLP's time to first step).
@@ -165,15 +181,15 @@ def make_multi_step_train_fn(
                  starts: tf.TensorArray, calls: list[tf.TensorArray],
                  fetched: list[tf.TensorArray]) -> tuple:
             if endless:
-                return run_one(i, outfed, losses, starts, calls, fetched, iterator.get_next())
+                return one_step(i, outfed, losses, starts, calls, fetched, iterator.get_next())
             optional = iterator.get_next_as_optional()
             stop = lambda: (tf.constant(False), i, outfed, losses, starts, calls,  # noqa: E731
                             fetched)
 
             def has_value() -> tuple:
                 element = optional.get_value()
-                run = lambda: run_one(i, outfed, losses, starts, calls, fetched,  # noqa: E731
-                                      element)
+                run = lambda: one_step(i, outfed, losses, starts, calls, fetched,  # noqa: E731
+                                       element)
                 if fixed is not None:
                     run = fixed.guard(element, run, stop)
                 return run()
@@ -192,80 +208,7 @@ def make_multi_step_train_fn(
                 [stack_steps(ta, steps, tf.TensorShape(None)) for ta in fetched],
                 stack_steps(starts, steps, tf.TensorShape([])))
 
-    return TrainLoop(run_steps, emit_summaries)
-
-
-@dataclasses.dataclass(frozen=True)
-class FixedBatches:
-    """Fixed-size batches taken through an end-of-input check keep their static shapes.
-
-    On several replicas `get_next_as_optional` hands each replica that found no batch an
-    empty dummy, so every value it returns has an unknown batch size, and model_fn would see
-    `(None, ...)` where legacy's TPU infeed (fixed shapes, per core) gave `(batch, ...)`;
-    code such as `bs, w = x.get_shape().as_list(); tf.reshape(x, [bs, w, -1])` then fails.
-    When input_fn's batches have a fixed size (`drop_remainder=True`), a step runs only if
-    every replica got a batch (legacy's infeed never ran a step some cores had no input
-    for; running it would average the loss over an empty batch), and inside it each input
-    tensor gets its static shape back. Input that is known to be endless never needs this.
-
-    `spec` is one replica's element spec; `witness` indexes the flattened tensor whose
-    emptiness tells a dummy from a batch (a dummy of a fully defined shape is empty).
-    """
-
-    strategy: tf.distribute.Strategy
-    spec: Any
-    witness: int
-
-    @classmethod
-    def of(cls, strategy: tf.distribute.Strategy, spec: Any) -> "FixedBatches | None":
-        """The rule for input of this element spec, or None (one replica; no fixed size)."""
-        if spec is None or strategy.num_replicas_in_sync == 1:
-            return None
-        for index, leaf in enumerate(tf.nest.flatten(spec)):
-            if (isinstance(leaf, tf.TensorSpec) and leaf.shape.rank
-                    and leaf.shape.is_fully_defined() and leaf.shape.num_elements()):
-                return cls(strategy, spec, index)
-        return None
-
-    def guard(self, element: Any, run: Callable[[], tuple],
-              stop: Callable[[], tuple]) -> Callable[[], tuple]:
-        """`run` if every replica (of every worker) got a batch of `element`, else `stop`."""
-
-        def guarded() -> tuple:
-            witness = tf.nest.flatten(element)[self.witness]
-            fed = cluster_lib.count_fed_replicas(self.strategy, witness)
-            return tf.cond(tf.equal(fed, self.strategy.num_replicas_in_sync), run, stop)
-
-        return guarded
-
-    def with_static_shapes(self, replica_fn: Callable[..., Any],
-                           specs: Sequence[Any]) -> Callable[..., Any]:
-        """`replica_fn` whose positional arguments get the static shapes of `specs`."""
-
-        def restored(*args: Any) -> Any:
-            return replica_fn(*[_ensure_shapes(arg, spec) for arg, spec in zip(args, specs)])
-
-        return restored
-
-
-def _ensure_shapes(value: Any, spec: Any) -> Any:
-    """`value` (one replica's input nest) with the static shapes its `spec` declares.
-
-    A static annotation (`set_shape` on an identity), not `tf.ensure_shape`: the step only
-    runs when every replica got a real batch, but TensorFlow evaluated an `EnsureShape` in
-    the branch that was not taken (on a replica's empty dummy) and failed the call.
-    """
-    if value is None or spec is None:
-        return value
-
-    def annotated(tensor: Any, leaf: Any) -> Any:
-        if not isinstance(leaf, tf.TensorSpec) or not isinstance(tensor, tf.Tensor):
-            return tensor
-        tensor = tf.identity(tensor)
-        tensor.set_shape(leaf.shape)
-        return tensor
-
-    return tf.nest.map_structure(annotated, value, spec)
+    return run_steps
 
 
 class ReplicaStructureError(ValueError):
@@ -310,38 +253,6 @@ def _same_structure_on_every_replica(replica_fn: Callable[..., Any]) -> Callable
         return out
 
     return checked
-
-
-class NanLossError(tf.compat.v1.train.NanLossDuringTrainingError):
-    """Legacy's NanLossDuringTrainingError, saying at which global step the loss went bad."""
-
-    def __init__(self, step: int, value: float) -> None:
-        super().__init__()
-        self.step = step
-        self.value = value
-
-    def __str__(self) -> str:
-        return (f"NaN loss during training: the loss of global step {self.step} is "
-                f"{self.value}. Lower the learning rate or check the inputs; the last "
-                "checkpoint before it is in model_dir. (RunConfig(stop_on_nan_loss=False) "
-                "trains on.)")
-
-
-def first_nan_loss(losses: np.ndarray, starts: np.ndarray) -> NanLossError | None:
-    """The error for a loop's first NaN/Inf loss; `starts[k]`: the global step its k-th step
-    started from (`step_starts`)."""
-    bad = np.flatnonzero(~np.isfinite(losses))
-    if not bad.size:
-        return None
-    first = int(bad[0])
-    return NanLossError(int(starts[first]) + 1, float(losses[first]))
-
-
-def _raise_on_nan_loss(step: int, result: LoopResult) -> None:
-    """Raises before anything is saved when a step of the loop that ended at `step` diverged."""
-    error = first_nan_loss(result.losses, result.starts(step))
-    if error is not None:
-        raise error
 
 
 class TrainLoop:
@@ -421,172 +332,3 @@ def compiling(train_loop: TrainLoop, iterator: Any) -> Iterator[None]:
     if errors:
         raise errors[0]
 
-
-class Dispatch:
-    """Calls a compiled `fn(iterator, n)` with as little Python per call as possible.
-
-    A `tf.function` call looks its trace up from the arguments' types and flattens them
-    (for a distributed iterator: hashing and walking its whole type spec), ~0.3 ms per call,
-    about an MLP step. One train/evaluate/predict call keeps one iterator, so the concrete
-    function and its flat inputs are found once per (iterator, n) and the flat signature is
-    called directly. The iterator's lifetime stays its owner's: it is held weakly, and its
-    flat inputs (which hold its resources) are dropped as soon as it is garbage collected,
-    so its buffers and threads are released when the caller's train/evaluate/predict ends,
-    not at the next call. With `counted=False`, `fn(iterator)` takes no step count (`n` is
-    then ignored).
-    """
-
-    def __init__(self, fn: Any, counted: bool = True) -> None:
-        self._fn = fn
-        self._counted = counted
-        self._iterator: Callable[[], Any] = lambda: None
-        self._concrete: Any = None
-        self._flat: dict[int, list[tf.Tensor]] = {}
-
-    @property
-    def function(self) -> Any:
-        return self._fn
-
-    def traced_for(self, iterator: Any) -> bool:
-        """Whether `iterator`'s concrete function exists (a call would not trace)."""
-        return self._concrete is not None and self._iterator() is iterator
-
-    def concrete(self, iterator: Any) -> Any:
-        """The concrete function for `iterator` (tracing it on first use)."""
-        if self._concrete is None or self._iterator() is not iterator:
-            args = (iterator, COUNT_SPEC) if self._counted else (iterator,)
-            self._concrete = self._fn.get_concrete_function(*args)
-            self._iterator = weakref.ref(iterator)
-            self._flat = {}
-            weakref.finalize(iterator, self._flat.clear)
-        return self._concrete
-
-    def __call__(self, iterator: Any, n: int = 1) -> Any:
-        concrete, flat = self._lookup(iterator, n)
-        return _tf_private.call_flat(concrete, flat)
-
-    def prepared(self, iterator: Any, n: int = 1) -> Callable[[], Any]:
-        """`lambda: self(iterator, n)`, with the function and its inputs found now: the
-        call itself then needs none of the scopes a lookup (or trace) is keyed by."""
-        concrete, flat = self._lookup(iterator, n)
-        return lambda: _tf_private.call_flat(concrete, flat)
-
-    def _lookup(self, iterator: Any, n: int) -> tuple[Any, list[tf.Tensor]]:
-        concrete = self.concrete(iterator)
-        n = n if self._counted else 1
-        flat = self._flat.get(n)
-        if flat is None:
-            args = (iterator, tf.constant(n, tf.int32)) if self._counted else (iterator,)
-            flat = self._flat[n] = _tf_private.flat_inputs(concrete, args)
-        return concrete, flat
-
-
-COUNT_SPEC = tf.TensorSpec([], tf.int32)
-
-
-class CheckpointPolicy(Protocol):
-    """What the driver needs from checkpointing (see `checkpoints.py`)."""
-
-    def should_save(self, step: int) -> bool: ...
-
-    def save(self, step: int) -> str: ...
-
-    def steps_until_due(self, step: int) -> int | None:
-        """Steps the next loop may run before a save falls due inside it (None: any)."""
-
-
-class LoopListener(Protocol):
-    """Called by the driver at loop granularity; hooks and progress reporting plug in here.
-
-    A listener may also define `before_loop(step)`, called before each loop runs.
-    """
-
-    def after_loop(self, step: int, result: LoopResult, seconds: float) -> bool | None:
-        """Returns True to request a stop."""
-
-
-@dataclasses.dataclass
-class TrainDriver:
-    """The outer training loop. Knows steps, time and files; nothing about models."""
-
-    run_steps: Callable[[int], LoopResult]
-    read_step: Callable[[], int]
-    checkpoint: CheckpointPolicy
-    listeners: Sequence[LoopListener] = ()
-    examples_per_step: int | None = None
-    clock: Callable[[], float] = time.monotonic
-    stop_on_nan_loss: bool = False
-    # Progress lines at most every this many steps (one-step loops would log every step).
-    report_every_steps: int = 1
-    last_loss: float | None = None
-    _target: int | None = None
-    _reported: int | None = None
-
-    def run(self, *, target_step: int, iterations_per_loop: int) -> int:
-        """Trains until the global step reaches `target_step` or input runs out.
-
-        Returns the final global step.
-        """
-        step = self.read_step()
-        self._target = target_step if target_step < 2**61 else None
-        while step < target_step:
-            n = min(target_step - step, iterations_per_loop)
-            until_save = self.checkpoint.steps_until_due(step)
-            if until_save is not None:
-                n = max(1, min(n, until_save))
-            for listener in self.listeners:
-                before = getattr(listener, "before_loop", None)
-                if before is not None:
-                    before(step)
-            start = self.clock()
-            result = self.run_steps(n)
-            seconds = max(self.clock() - start, 1e-9)
-            step = result.global_step if result.global_step is not None else self.read_step()
-            self._report(step, result, seconds)
-            if self.stop_on_nan_loss:
-                _raise_on_nan_loss(step, result)
-            if self.checkpoint.should_save(step):
-                self.checkpoint.save(step)
-            stop = [listener.after_loop(step, result, seconds) for listener in self.listeners]
-            if result.steps_run < n:
-                logging.info("input_fn is exhausted: training stopped at global step %d after "
-                             "%d of %d steps of the last loop.", step, result.steps_run, n)
-                break
-            if any(stop):
-                break
-        return step
-
-    def _report(self, step: int, result: LoopResult, seconds: float) -> None:
-        if not result.steps_run:
-            return
-        self.last_loss = result.last_loss
-        if self._reported is None:
-            self._reported = step - result.steps_run
-        if step - self._reported < self.report_every_steps and step != self._target:
-            return
-        self._reported = step
-        rate = result.steps_run / seconds
-        progress.report(step=step, target=self._target, loss=result.last_loss,
-                        steps_per_sec=rate,
-                        examples_per_sec=rate * self.examples_per_step
-                        if self.examples_per_step else None)
-
-
-def gather_replicas(strategy: tf.distribute.Strategy, value: Any) -> tf.Tensor:
-    """Concatenates a per-replica value over all replicas on axis 0, in replica order.
-
-    On one machine the local copies are copied to the host (any dtype, no collective); on
-    several workers they are all-gathered, numeric dtypes only (see `cluster.gather`).
-    """
-    return cluster_lib.gather(strategy, value,
-                              "tensor of eval_metrics, predictions or host_call")
-
-
-def empty_batch(shape: tf.TensorShape, dtype: tf.DType) -> tf.Tensor:
-    dims = [0] + [d if d is not None else 0 for d in shape.as_list()[1:]] if shape.rank else [0]
-    return tf.zeros(dims, dtype) if dtype != tf.string else tf.fill(dims, "")
-
-
-def stack_steps(ta: tf.TensorArray, steps: tf.Tensor, shape: tf.TensorShape) -> tf.Tensor:
-    return tf.cond(steps > 0, ta.stack,
-                   lambda: empty_batch(tf.TensorShape([None]).concatenate(shape), ta.dtype))

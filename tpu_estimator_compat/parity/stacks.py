@@ -235,13 +235,12 @@ def _capture_shim_losses(sink: list[float]) -> Iterator[None]:
     once per loop, not per step). Until one exists (see migration_guide/parity.md), this wraps
     the driver's public `run_steps` field for the duration of `TrainDriver.run`.
     """
-    from tpu_estimator_compat.loop import train_loop as loop_lib
+    from tpu_estimator_compat.loop import driver as loop_lib
 
     driver_cls = loop_lib.TrainDriver
     if "run_steps" not in {f.name for f in dataclasses.fields(driver_cls)}:
-        raise RuntimeError("tpu_estimator_compat.loop.train_loop.TrainDriver has no `run_steps` "
-                           "field any "
-                           "more; update _capture_shim_losses (tpu_estimator_compat/parity/"
+        raise RuntimeError("tpu_estimator_compat.loop.driver.TrainDriver has no `run_steps` "
+                           "field any more; update _capture_shim_losses (tpu_estimator_compat/parity/"
                            "stacks.py) to the new loop API.")
     original = driver_cls.run
 

@@ -23,6 +23,7 @@ from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
 from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat.loop import driver as driver_lib
 from tpu_estimator_compat.loop import train_loop as loop_lib
 from tpu_estimator_compat.session import parameter_servers
 from tpu_estimator_compat.cluster import preemption
@@ -115,7 +116,7 @@ class TrainSession:
         def read_step() -> int:
             return int(runtime.global_step.numpy())
 
-        driver = loop_lib.TrainDriver(
+        driver = driver_lib.TrainDriver(
             run_steps=run_steps, read_step=read_step, checkpoint=policy,
             listeners=agreed,
             examples_per_step=self._plan.global_batch_size,
