@@ -34,6 +34,7 @@ from tpu_estimator_compat.step import optimizer_apply
 from tpu_estimator_compat.session import parameter_servers
 from tpu_estimator_compat.cluster import preemption
 from tpu_estimator_compat.step import replica_step
+from tpu_estimator_compat.session import settings as settings_lib
 from tpu_estimator_compat.session import strategy_state as runtime_lib
 from tpu_estimator_compat.checkpoint import safety
 from tpu_estimator_compat import spec as spec_lib
@@ -228,23 +229,13 @@ class TPUEstimator:
             num_replicas=strategy.num_replicas_in_sync, num_hosts=num_hosts,
             pipeline=pipeline, use_tpu=self._use_tpu)
 
-    def _caller(self, plan: context_lib.BatchPlan,
-                use_tpu: bool | None = None) -> replica_step.ModelFnCaller:
-        def context_factory(mode: str) -> context_lib.TPUContext:
-            return context_lib.TPUContext(None, plan, mode)
-
-        return replica_step.ModelFnCaller(
-            self._model_fn, self._params, self._config,
-            self._use_tpu if use_tpu is None else use_tpu, context_factory,
-            embedding=self._embedding, summary_writers=self._summary_writers)
-
-    def _settings(self) -> runtime_lib.RunSettings:
-        return runtime_lib.RunSettings(
+    def _settings(self) -> settings_lib.RunSettings:
+        return settings_lib.RunSettings(
             model_dir=self._model_dir, config=self._config, params=self._params,
             use_tpu=self._use_tpu, batch_axis=self._batch_axis,
             iterations_per_loop=self._iterations_per_loop(),
-            warm_start_from=self._warm_start_from, make_caller=self._caller,
-            seed_random=self._seed_random)
+            warm_start_from=self._warm_start_from, model_fn=self._model_fn,
+            embedding=self._embedding, summary_writers=self._summary_writers)
 
     # ------------------------------------------------------------------------------------
     # train
@@ -371,8 +362,10 @@ class TPUEstimator:
             raise NotImplementedError(
                 f"`experimental_mode` ({experimental_mode!r}) is not supported; only "
                 "ModeKeys.PREDICT SavedModels are exported.")
-        caller = self._caller(self._plan(ModeKeys.PREDICT, tf.distribute.get_strategy()),
-                              use_tpu=False)
+        caller = settings_lib.model_fn_caller(
+            self._model_fn, self._params, self._config, False,
+            self._plan(ModeKeys.PREDICT, tf.distribute.get_strategy()),
+            embedding=self._embedding, summary_writers=self._summary_writers)
         return export_lib.export_saved_model(
             call_model_fn=functools.partial(_call_for_export, caller),
             checkpoint_path=checkpoint_path or self._model_dir,

@@ -10,7 +10,7 @@ input, with hooks around each loop.
 `evaluate` and `predict` are the only places that unpack a loop's results on the host:
 padding rows dropped, metric_fn updated (overlapped with the next loop), host_call run,
 predictions yielded one example at a time. This module never sees the facade, only
-`runtime.RunSettings`.
+`settings.RunSettings`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tpu_estimator_compat.loop import inference_loop as loop_lib
 from tpu_estimator_compat.step import metrics as metrics_lib
 from tpu_estimator_compat.summary import progress
 from tpu_estimator_compat.step import replica_step
+from tpu_estimator_compat.session import settings as settings_lib
 from tpu_estimator_compat.session import strategy_state as runtime_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat.summary import summaries as summaries_lib
@@ -141,7 +142,7 @@ def _cpu_loop_steps(structure: dict[str, Any], keys: Sequence[str], most_steps: 
     return max(iterations_per_loop, min(most_steps, fit))
 
 
-def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime,
+def open_session(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
                  plan: context_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
                  checkpoint: str | None, on_tpu: bool,
                  hooks: Sequence[Any] | None) -> InferenceSession:
@@ -171,12 +172,12 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
                 names = tuple(name for name, _ in hook_tensors)
                 if mode == ModeKeys.EVAL:
                     step = replica_step.make_eval_step(
-                        settings.make_caller(plan, on_tpu), runtime.registry,
+                        settings.caller(plan, on_tpu), runtime.registry,
                         runtime.global_step, plan.for_model_fn, record=record,
                         hook_tensor_names=names, metrics_in_step=metrics_in_step)
                 else:
                     step = replica_step.make_predict_step(
-                        settings.make_caller(plan, on_tpu), runtime.registry,
+                        settings.caller(plan, on_tpu), runtime.registry,
                         runtime.global_step, plan.for_model_fn, record=record,
                         hook_tensor_names=names)
                 update = (replica_step.make_metric_update(runtime.registry,

@@ -1,29 +1,22 @@
-"""The live state of one strategy (variables, global step, compiled functions) and what
-every run needs from the estimator.
+"""The live state of one strategy: its variables, global step and compiled functions.
 
 `Runtime` is kept across train/evaluate/predict calls of one estimator for one strategy, as
-legacy kept model_dir; `Runtime.scope()` is entered around every trace and call. `RunSettings`
-is the estimator's validated configuration as the train and inference sessions read it, so
-they never see the facade. This module knows nothing about loops, hooks or files.
+legacy kept model_dir; `Runtime.scope()` is entered around every trace and call. What a run
+reads from the estimator is `settings.RunSettings`. This module knows nothing about loops,
+hooks or files.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable
+from typing import Any
 
 import tensorflow as tf
 from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
-from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
-from tpu_estimator_compat.cluster import workers as cluster_lib
-from tpu_estimator_compat import config as config_lib
-from tpu_estimator_compat.inputs import context as context_lib
-from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.step import optimizer_apply
-from tpu_estimator_compat.step import replica_step
 from tpu_estimator_compat.v1_state import variables as variables_lib
 
 
@@ -91,40 +84,3 @@ def new_runtime(strategy: tf.distribute.Strategy) -> Runtime:
     with strategy.scope():
         global_step = variables_lib.create_global_step(registry)
     return Runtime(strategy, registry, global_step)
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSettings:
-    """The estimator's configuration as a run reads it (validated by the estimator)."""
-
-    model_dir: str
-    config: config_lib.RunConfig
-    params: dict[str, Any]
-    use_tpu: bool
-    batch_axis: pad_lib.BatchAxes
-    iterations_per_loop: int
-    warm_start_from: Any
-    make_caller: Callable[[context_lib.BatchPlan, bool | None], replica_step.ModelFnCaller]
-    seed_random: Callable[[], None]
-
-
-def checkpoint_manager(settings: RunSettings, runtime: Runtime,
-                       scaffold_saver: Any = None) -> checkpoints_lib.CheckpointManager:
-    """model_dir's checkpoints, written by the chief, as RunConfig's keep_* settings say,
-    or as the Saver of model_fn's Scaffold says (`scaffold_saver`, a recorded
-    `Saver(max_to_keep=..., keep_checkpoint_every_n_hours=...)`), as legacy's saver hook
-    used the Scaffold's Saver."""
-    saver = checkpoints_lib.V1Saver(runtime.registry.by_name(),
-                                    runtime.registry.optional_names())
-    keep_max = settings.config.keep_checkpoint_max
-    keep_hours = settings.config.keep_checkpoint_every_n_hours
-    if scaffold_saver is not None:
-        keep_max = scaffold_saver.max_to_keep
-        keep_hours = scaffold_saver.keep_checkpoint_every_n_hours
-        if scaffold_saver.var_list is not None:
-            logging.warning("model_fn's Scaffold Saver lists a var_list; checkpoints hold every "
-                            "variable (its max_to_keep=%s is used).", keep_max)
-    return checkpoints_lib.CheckpointManager(
-        settings.model_dir, saver, keep_checkpoint_max=keep_max,
-        keep_checkpoint_every_n_hours=keep_hours,
-        sync=cluster_lib.checkpoint_sync(runtime.strategy))

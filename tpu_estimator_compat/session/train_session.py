@@ -5,7 +5,7 @@ checkpoint or applies scaffold_fn / init_from_checkpoint / warm start to a fresh
 then hands `loop.TrainDriver` the loop and its listeners: the hooks (`hooks.py`), the save
 policy (`save_policy.py`), the stop signals and the legacy training summaries and host_call
 (`summaries.py`). The driver never sees the model; this module never sees the facade, only
-`runtime.RunSettings`.
+`settings.RunSettings`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from tpu_estimator_compat.session import parameter_servers
 from tpu_estimator_compat.cluster import preemption
 from tpu_estimator_compat.summary import progress
 from tpu_estimator_compat.step import replica_step
+from tpu_estimator_compat.session import settings as settings_lib
 from tpu_estimator_compat.session import strategy_state as runtime_lib
 from tpu_estimator_compat.checkpoint import safety
 from tpu_estimator_compat.checkpoint import save_policy as save_policy_lib
@@ -43,7 +44,7 @@ HookTensors = tuple[tuple[str, tf.DType], ...]
 class TrainSession:
     """Trains one runtime on one batch plan; `run` is one `train()` call's body."""
 
-    def __init__(self, settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime,
+    def __init__(self, settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
                  plan: context_lib.BatchPlan) -> None:
         self._settings = settings
         self._runtime = runtime
@@ -83,7 +84,7 @@ class TrainSession:
             registry=runtime.registry)
         if parameter_servers.is_parameter_server_strategy(runtime.strategy):
             parameter_servers.log_placement(runtime.registry.by_name())
-        if runtime_lib.checkpoint_manager(settings, runtime).restore_latest() is None:
+        if self._checkpoints().restore_latest() is None:
             self._initialize_from_elsewhere(record, init_plan)
             if steps is not None:  # (A restored step is the one `target` counted from.)
                 target = int(runtime.global_step.numpy()) + steps
@@ -167,6 +168,27 @@ class TrainSession:
             batch_axis=settings.batch_axis)
         return inputs_lib.iterate(source.dataset), source
 
+    def _checkpoints(self, scaffold_saver: Any = None) -> checkpoints_lib.CheckpointManager:
+        """model_dir's checkpoints, written by the chief, as RunConfig's keep_* settings say,
+        or as the Saver of model_fn's Scaffold says (`scaffold_saver`, a recorded
+        `Saver(max_to_keep=..., keep_checkpoint_every_n_hours=...)`), as legacy's saver hook
+        used the Scaffold's Saver."""
+        settings, runtime = self._settings, self._runtime
+        saver = checkpoints_lib.V1Saver(runtime.registry.by_name(),
+                                        runtime.registry.optional_names())
+        keep_max = settings.config.keep_checkpoint_max
+        keep_hours = settings.config.keep_checkpoint_every_n_hours
+        if scaffold_saver is not None:
+            keep_max = scaffold_saver.max_to_keep
+            keep_hours = scaffold_saver.keep_checkpoint_every_n_hours
+            if scaffold_saver.var_list is not None:
+                logging.warning("model_fn's Scaffold Saver lists a var_list; checkpoints hold "
+                                "every variable (its max_to_keep=%s is used).", keep_max)
+        return checkpoints_lib.CheckpointManager(
+            settings.model_dir, saver, keep_checkpoint_max=keep_max,
+            keep_checkpoint_every_n_hours=keep_hours,
+            sync=cluster_lib.checkpoint_sync(runtime.strategy))
+
     def _steps_per_loop(self, hook_runner: hooks_lib.HookRunner) -> int:
         """iterations_per_loop, or 1 while hooks run around every step (legacy's CPU path)."""
         steps = self._settings.iterations_per_loop
@@ -197,7 +219,7 @@ class TrainSession:
                 sync=cluster_lib.checkpoint_sync(runtime.strategy))
             listeners += hook_listeners
         else:
-            writer = runtime_lib.checkpoint_manager(settings, runtime, scaffold_saver)
+            writer = self._checkpoints(scaffold_saver)
             save_steps = settings.config.save_checkpoints_steps
             save_secs = settings.config.save_checkpoints_secs
         # On a cluster the chief decides when to save, and only its listeners hear of it
@@ -264,7 +286,7 @@ class TrainSession:
         if key in runtime.functions:
             return runtime.functions[key]
         record = replica_step.TraceRecord()
-        caller = self._settings.make_caller(plan, None)
+        caller = self._settings.caller(plan)
 
         write_summaries = not self._settings.use_tpu
 
