@@ -405,8 +405,11 @@ def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
         return fn
 
     def loop_sizes(mode, hooks=None, on_tpu=False, steps=None, repeats=8):
-        session = est._inference_session(  # pylint: disable=protected-access
-            mode, input_fn(repeats, mode == "eval"), checkpoint, on_tpu, hooks)
+        # pylint: disable=protected-access
+        runtime = est._inference_runtime(mode, checkpoint)
+        session = inference._open(est._settings(), runtime, est._plan(mode, runtime.strategy),
+                                  mode, input_fn(repeats, mode == "eval"), checkpoint, on_tpu,
+                                  hooks)
         try:
             return [result.steps_run for result in session.chunks(steps)]
         finally:

@@ -197,7 +197,7 @@ def test_inference_loop_passes_one_value_per_step_leaves_through(strategy):
     assert [leaves[1].sum() for leaves, _ in steps] == [sum(range(16 * i, 16 * i + 16))
                                                        for i in range(3)]
     # A padded loop passes them too: whether a step had padding rows is known per step,
-    # on the host (inference.evaluate refuses such a step; see test_inference).
+    # on the host (the inference session refuses such a step; see test_inference).
     padded = inference_loop.InferenceLoop(strategy, step, padded=True)
     data = tf.data.Dataset.range(16).map(
         lambda x: {"features": tf.cast(x, tf.float32), "labels": x, "padding_mask": True})

@@ -314,15 +314,12 @@ class TPUEstimator:
                 "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate "
                 "is running on TPU. Pass eval_batch_size=..., or eval_on_tpu=False.")
         checkpoint = self._checkpoint_to_use(checkpoint_path, "evaluate")
-        with self._summary_writers.flushing():
-            session = self._inference_session(ModeKeys.EVAL, input_fn, checkpoint, on_tpu,
-                                              hooks)
-            try:
-                with self._peer_failures(session.runtime, "Evaluation"):
-                    return inference.evaluate(session, model_dir=self._model_dir, steps=steps,
-                                              name=name, checkpoint=checkpoint)
-            finally:
-                session.release_input()
+        runtime = self._inference_runtime(ModeKeys.EVAL, checkpoint)
+        with self._summary_writers.flushing(), self._peer_failures(runtime, "Evaluation"):
+            return inference.evaluate(
+                self._settings(), runtime, self._plan(ModeKeys.EVAL, runtime.strategy),
+                input_fn, checkpoint=checkpoint, on_tpu=on_tpu, hooks=hooks, steps=steps,
+                name=name)
 
     @eager_scope.eager_generator
     def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,
@@ -336,13 +333,12 @@ class TPUEstimator:
                 "predict_batch_size in TPUEstimator constructor cannot be `None` if "
                 ".predict is running on TPU. Pass predict_batch_size=....")
         checkpoint = self._checkpoint_to_use(checkpoint_path, "predict")
+        runtime = self._inference_runtime(ModeKeys.PREDICT, checkpoint)
         with self._summary_writers.flushing():
-            session = self._inference_session(ModeKeys.PREDICT, input_fn, checkpoint, on_tpu,
-                                              hooks)
-            try:
-                yield from inference.predict(session, predict_keys, yield_single_examples)
-            finally:
-                session.release_input()
+            yield from inference.predict(
+                self._settings(), runtime, self._plan(ModeKeys.PREDICT, runtime.strategy),
+                input_fn, checkpoint=checkpoint, on_tpu=on_tpu, hooks=hooks,
+                predict_keys=predict_keys, yield_single_examples=yield_single_examples)
 
     # ------------------------------------------------------------------------------------
     # export
@@ -392,17 +388,13 @@ class TPUEstimator:
                             "initialization to %s.", self._model_dir, what)
         return latest
 
-    def _inference_session(self, mode: str, input_fn: Callable[..., Any],
-                           checkpoint: str | None, on_tpu: bool,
-                           hooks: Sequence[Any] | None) -> inference.InferenceSession:
+    def _inference_runtime(self, mode: str, checkpoint: str | None) -> runtime_lib.Runtime:
         # No checkpoint: fresh variables, initialised as legacy's new graph initialised them
         # (global step 0), not the in-memory state a train() left in this process.
         runtime = self._runtime(mode, fresh=checkpoint is None)
         if checkpoint is None:
             self._seed_random()
-        return inference.open_session(self._settings(), runtime,
-                                      self._plan(mode, runtime.strategy), mode, input_fn,
-                                      checkpoint, on_tpu, hooks)
+        return runtime
 
     def _iterations_per_loop(self) -> int:
         parsed = self._config.tpu_config.parsed_iterations_per_loop

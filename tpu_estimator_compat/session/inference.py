@@ -1,16 +1,17 @@
 """evaluate and predict: restore, run the compiled inference loop in chunks, consume results.
 
-`open_session` traces the eval or predict step for a runtime (creating its variables),
-restores the checkpoint to use (or, when there is none, keeps fresh variables, set by any
-`init_from_checkpoint` of model_fn or scaffold_fn, as legacy initialised a new graph) and
-returns an `InferenceSession`, whose `chunks` run loops of up to `iterations_per_loop` steps
-(off TPU: evaluate up to `CPU_EVAL_LOOP_STEPS`, predict up to `CPU_PREDICT_LOOP_STEPS`, as
-their tensors allow, never fewer than iterations_per_loop) until `steps` or the end of
-input, with hooks around each loop.
-`evaluate` and `predict` are the only places that unpack a loop's results on the host:
-padding rows dropped, metric_fn updated (overlapped with the next loop), host_call run,
-predictions yielded one example at a time. This module never sees the facade, only
-`settings.RunSettings`.
+`evaluate(...)` and `predict(...)` are one call each. They open an `InferenceSession` in
+named steps: build and trace the eval or predict loop for a runtime, creating its variables
+(`_Loops`, `_build_loop`: where metric_fn runs), restore the checkpoint to use (`_restore`:
+or, when there is none, keep fresh variables, set by any `init_from_checkpoint` of model_fn
+or scaffold_fn, as legacy initialised a new graph), and wire the hooks (`_hook_runner`). The
+session's `chunks` run loops of up to `iterations_per_loop` steps (off TPU: evaluate up to
+`CPU_EVAL_LOOP_STEPS`, predict up to `CPU_PREDICT_LOOP_STEPS`, as their tensors allow, never
+fewer than iterations_per_loop) until `steps` or the end of input, with hooks around each
+loop. `_evaluate` and `_predictions` are the only places that unpack a loop's results on
+the host: padding rows dropped, metric_fn updated (overlapped with the next loop), host_call
+run, predictions yielded one example at a time. The input is let go when the call ends. This
+module never sees the facade, only `settings.RunSettings`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
 from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import distribute as inputs_lib
-from tpu_estimator_compat.loop import inference_loop as loop_lib
+from tpu_estimator_compat.loop import inference_loop as inference_loop_lib
 from tpu_estimator_compat.step import metrics as metrics_lib
 from tpu_estimator_compat.summary import progress
 from tpu_estimator_compat.step import replica_step
@@ -48,7 +49,7 @@ class InferenceSession:
     """One evaluate/predict call: a restored runtime, its compiled loop and its iterator."""
 
     runtime: runtime_lib.Runtime
-    loop: loop_lib.InferenceLoop
+    loop: inference_loop_lib.InferenceLoop
     record: replica_step.TraceRecord
     iterator: Any
     iterations_per_loop: int
@@ -65,7 +66,7 @@ class InferenceSession:
         inputs_lib.release_off_thread(self.iterator)
         self.iterator = None
 
-    def chunks(self, steps: int | None) -> Iterator[loop_lib.InferenceResult]:
+    def chunks(self, steps: int | None) -> Iterator[inference_loop_lib.InferenceResult]:
         """Runs loops of up to iterations_per_loop steps until `steps` or end of input.
 
         Hooks see one before_run/after_run per loop, as on legacy TPU; on legacy's CPU path
@@ -142,138 +143,248 @@ def _cpu_loop_steps(structure: dict[str, Any], keys: Sequence[str], most_steps: 
     return max(iterations_per_loop, min(most_steps, fit))
 
 
-def open_session(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
-                 plan: context_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
-                 checkpoint: str | None, on_tpu: bool,
-                 hooks: Sequence[Any] | None) -> InferenceSession:
+def evaluate(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
+             plan: context_lib.BatchPlan, input_fn: Callable[..., Any], *,
+             checkpoint: str | None, on_tpu: bool, hooks: Sequence[Any] | None,
+             steps: int | None, name: str | None) -> dict[str, Any]:
+    """One evaluate() call: `steps` batches or the whole input; legacy's results dict.
+
+    Opens the session (traces the step, restores `checkpoint`, opens the input), runs it and
+    lets go of its input, whatever happens.
+    """
+    session = _open(settings, runtime, plan, ModeKeys.EVAL, input_fn, checkpoint, on_tpu,
+                    hooks)
+    try:
+        return _evaluate(session, model_dir=settings.model_dir, steps=steps, name=name,
+                         checkpoint=checkpoint)
+    finally:
+        session.release_input()
+
+
+def predict(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
+            plan: context_lib.BatchPlan, input_fn: Callable[..., Any], *,
+            checkpoint: str | None, on_tpu: bool, hooks: Sequence[Any] | None,
+            predict_keys: Sequence[str] | None,
+            yield_single_examples: bool) -> Iterator[Iterable[Any]]:
+    """One predict() call: yields, per step, the list of its real examples' predictions.
+
+    Opens the session when the first prediction is asked for, and lets go of its input when
+    the caller stops reading.
+    """
+    session = _open(settings, runtime, plan, ModeKeys.PREDICT, input_fn, checkpoint, on_tpu,
+                    hooks)
+    try:
+        yield from _predictions(session, predict_keys, yield_single_examples)
+    finally:
+        session.release_input()
+
+
+def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
+          plan: context_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
+          checkpoint: str | None, on_tpu: bool, hooks: Sequence[Any] | None) -> InferenceSession:
     """Traces `mode`'s step for `runtime`, restores `checkpoint` and opens the input."""
     # Legacy on TPU padded a partial last batch to the full batch (model_fns may reshape
     # by params['batch_size']); legacy on CPU did not. On N replicas every replica needs
     # its static share, so padding is needed there whatever use_tpu says.
     padded = on_tpu or runtime.strategy.num_replicas_in_sync > 1
-    cpu_eval = mode == ModeKeys.EVAL and not on_tpu
-    cpu_predict = mode == ModeKeys.PREDICT and not on_tpu
     with runtime.scope():
         source = inputs_lib.distribute_input(
             runtime.strategy, input_fn, params=settings.params, config=settings.config,
             mode=mode, plan=plan, use_tpu=on_tpu, repeat_tensors=False, pad=padded,
             batch_axis=settings.batch_axis)
         iterator = inputs_lib.iterate(source.dataset)
-
-        # `traced` takes the iterator as an argument: a closure holding it would keep it
-        # alive past the call (the session's hooks reach `traced` through a cycle) and
-        # deleted wherever the garbage collector runs, not by `inputs.release_off_thread`.
-        def traced(iterator: Any, hook_tensors: HookTensors = (),
-                   metrics_in_step: bool = False) -> tuple[loop_lib.InferenceLoop, Any]:
-            key = (mode, plan, padded, on_tpu, source.spec_key, source.endless, hook_tensors,
-                   metrics_in_step)
-            if key not in runtime.functions:
-                record = replica_step.TraceRecord()
-                names = tuple(name for name, _ in hook_tensors)
-                if mode == ModeKeys.EVAL:
-                    step = replica_step.make_eval_step(
-                        settings.caller(plan, on_tpu), runtime.registry,
-                        runtime.global_step, plan.for_model_fn, record=record,
-                        hook_tensor_names=names, metrics_in_step=metrics_in_step)
-                else:
-                    step = replica_step.make_predict_step(
-                        settings.caller(plan, on_tpu), runtime.registry,
-                        runtime.global_step, plan.for_model_fn, record=record,
-                        hook_tensor_names=names)
-                update = (replica_step.make_metric_update(runtime.registry,
-                                                          runtime.global_step, record)
-                          if mode == ModeKeys.EVAL else None)
-                runtime.functions[key] = (loop_lib.InferenceLoop(
-                    runtime.strategy, step, padded=padded, input_spec=source.replica_spec,
-                    # Off TPU the loop size is chosen after the trace (see
-                    # CPU_EVAL_LOOP_STEPS): one traced loop for any size.
-                    steps_per_call=(None if cpu_eval or cpu_predict
-                                    else settings.iterations_per_loop),
-                    endless=source.endless,
-                    step_takes_mask=mode == ModeKeys.EVAL, metric_update=update), record)
-            loop, record = runtime.functions[key]
-            try:
-                # A model_fn's own init_from_checkpoint (BERT's use_tpu=False path) only set
-                # initializers in TF1: recorded, and applied only when there is no checkpoint.
-                with warm_start_lib.capture_init_from_checkpoint(init_plan):
-                    loop.trace(iterator)
-            except ValueError as e:
-                if (metrics_in_step or record.deferred_metrics is None
-                        or not metrics_lib.uses_another_graph(e)):
-                    raise
-                # One device: metric_fn reaches a tensor model_fn made besides its tensors,
-                # so it cannot be built after the step. Built in the step, as legacy's CPU
-                # path did; this key keeps that loop.
-                logging.info("metric_fn uses a tensor model_fn made; it is built in the "
-                             "evaluation step (%s)", str(e).splitlines()[0])
-                runtime.functions[key] = traced(iterator, hook_tensors, metrics_in_step=True)
-                return runtime.functions[key]
-            return loop, record
-
-        init_plan = warm_start_lib.InitPlan()
-        inference, record = traced(iterator)
-        metrics_in_step = False
-        host_metrics = None
-        if record.metric_fn is not None:
-            # Built on every worker, so that all of them take the same decision below.
-            try:
-                host_metrics = _host_metrics(record, inference.trace(iterator)["metrics"],
-                                             runtime.strategy.num_replicas_in_sync)
-            except metrics_lib.ModelFnObjectsError as e:
-                # On real TPU legacy ran metric_fn on the host in the TPU computation's graph,
-                # where model_fn's host-side objects were reachable: build it in the step.
-                logging.info("metric_fn uses objects model_fn made; it is built in the "
-                             "evaluation step, over every replica's rows (%s)",
-                             str(e).splitlines()[0])
-                metrics_in_step = True
-                inference, record = traced(iterator, (), metrics_in_step=True)
-        saver_map = None
-        if record.scaffold_fn is not None:
-            with runtime.registry.in_collections():
-                saver_map = warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan,
-                                                           allow_saver=True)
-        if saver_map is None and record.saver is not None:
-            # An EstimatorSpec's `Scaffold(saver=Saver(var_list))` (legacy's CPU path): the
-            # checkpoint is restored through it, e.g. the EMA values into the model's
-            # variables (tensorflow/tpu QANet's evaluation).
-            saver_map = warm_start_lib.saver_var_map(record.saver.var_list or [])
-        if checkpoint is not None and saver_map:
-            warm_start_lib.restore_through_map(checkpoint, saver_map)
-        elif checkpoint is not None:
-            checkpoints_lib.V1Saver(runtime.registry.by_name(),
-                                    runtime.registry.optional_names()).restore(checkpoint)
-        else:
-            # Legacy's new graph ran the initialisers, which init_from_checkpoint had set
-            # to the mapped checkpoint's values (canine/tydiqa predicts from
-            # --init_checkpoint this way). Fresh variables here: the runtime is new.
-            init_plan.apply(runtime.registry.by_name())
-        runtime.registry.reset_local_variables()
-    loop_steps = first_loop = settings.iterations_per_loop
-    if cpu_eval or cpu_predict:
-        loop_steps = _cpu_loop_steps(
-            inference.trace(iterator),
-            ("metrics", "metric_inputs", "host_call") if cpu_eval else ("predictions",),
-            CPU_EVAL_LOOP_STEPS if cpu_eval else CPU_PREDICT_LOOP_STEPS,
-            plan.global_batch_size, runtime.strategy.num_replicas_in_sync, loop_steps)
-    session = InferenceSession(runtime, inference, record, iterator, loop_steps, None,
-                               host_metrics, first_loop if cpu_predict else None)
-
-    def fetch_tensors(tensors: HookTensors) -> None:
-        # Hooks fetch model_fn tensors (legacy's CPU path): a loop that returns them.
-        with runtime.scope():
-            session.loop, _ = traced(session.iterator, tensors, metrics_in_step)
-
-    # Legacy's CPU path ran evaluation and prediction hooks around every step (one
-    # session.run per batch), where they could fetch any model_fn tensor.
-    session.hooks = hooks_lib.HookRunner(
-        list(hooks or ()) + list(record.hooks), runtime.global_step,
-        tensors_per_step=not on_tpu, graph=record.model_graph, loss_name=record.loss_name,
-        fetch_tensors=fetch_tensors, training=False, registry=runtime.registry)
+        loops = _Loops(settings, runtime, plan, mode, on_tpu, padded, source,
+                       warm_start_lib.InitPlan())
+        built = _build_loop(loops, iterator)
+        _restore(runtime, built.record, checkpoint, loops.init_plan)
+    loop_steps, first_loop = _loop_sizes(settings, runtime, plan, mode, on_tpu,
+                                         lambda: built.loop.trace(iterator))
+    session = InferenceSession(runtime, built.loop, built.record, iterator, loop_steps, None,
+                               built.host_metrics, first_loop)
+    session.hooks = _hook_runner(session, loops, hooks, on_tpu, built.metrics_in_step)
     return session
 
 
-def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
-             name: str | None, checkpoint: str | None) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Loops:
+    """Builds and traces one evaluate/predict call's compiled loops, kept in the runtime.
+
+    A loop is kept per (mode, batch plan, kind of input, hook tensors, where metric_fn is
+    built). Tracing creates the variables; a model_fn's own init_from_checkpoint (BERT's
+    use_tpu=False path) only set initializers in TF1, so the trace records it in `init_plan`,
+    applied only when there is no checkpoint (`_restore`). The loops never hold the
+    iterator: they take it per call, so it is deleted by `inputs.release_off_thread`, not
+    wherever the garbage collector runs (the session's hooks reach the loops).
+    """
+
+    settings: settings_lib.RunSettings
+    runtime: runtime_lib.Runtime
+    plan: context_lib.BatchPlan
+    mode: str
+    on_tpu: bool
+    padded: bool
+    source: inputs_lib.DistributedInput
+    init_plan: warm_start_lib.InitPlan
+
+    def get(self, iterator: Any, hook_tensors: HookTensors = (), metrics_in_step: bool = False
+            ) -> tuple[inference_loop_lib.InferenceLoop, replica_step.TraceRecord]:
+        """The traced loop (and its trace record) for `iterator`'s input.
+
+        One device: a metric_fn that reaches a tensor model_fn made besides its tensors
+        cannot be built after the step; it is then built in the step, as legacy's CPU path
+        did, and that loop is kept for this key too.
+        """
+        key = self._key(hook_tensors, metrics_in_step)
+        loop, record = self._built(key, hook_tensors, metrics_in_step)
+        try:
+            self._trace(loop, iterator)
+        except ValueError as e:
+            if (metrics_in_step or record.deferred_metrics is None
+                    or not metrics_lib.uses_another_graph(e)):
+                raise
+            logging.info("metric_fn uses a tensor model_fn made; it is built in the "
+                         "evaluation step (%s)", str(e).splitlines()[0])
+            loop, record = self._built(self._key(hook_tensors, True), hook_tensors, True)
+            self._trace(loop, iterator)
+            self.runtime.functions[key] = (loop, record)
+        return loop, record
+
+    def _key(self, hook_tensors: HookTensors, metrics_in_step: bool) -> tuple:
+        return (self.mode, self.plan, self.padded, self.on_tpu, self.source.spec_key,
+                self.source.endless, hook_tensors, metrics_in_step)
+
+    def _trace(self, loop: inference_loop_lib.InferenceLoop, iterator: Any) -> None:
+        with warm_start_lib.capture_init_from_checkpoint(self.init_plan):
+            loop.trace(iterator)
+
+    def _built(self, key: tuple, hook_tensors: HookTensors, metrics_in_step: bool
+               ) -> tuple[inference_loop_lib.InferenceLoop, replica_step.TraceRecord]:
+        functions = self.runtime.functions
+        if key not in functions:
+            runtime, record = self.runtime, replica_step.TraceRecord()
+            names = tuple(name for name, _ in hook_tensors)
+            caller = self.settings.caller(self.plan, self.on_tpu)
+            args = (caller, runtime.registry, runtime.global_step, self.plan.for_model_fn)
+            if self.mode == ModeKeys.EVAL:
+                step = replica_step.make_eval_step(*args, record=record,
+                                                   hook_tensor_names=names,
+                                                   metrics_in_step=metrics_in_step)
+                update = replica_step.make_metric_update(runtime.registry,
+                                                         runtime.global_step, record)
+            else:
+                step = replica_step.make_predict_step(*args, record=record,
+                                                      hook_tensor_names=names)
+                update = None
+            functions[key] = (inference_loop_lib.InferenceLoop(
+                runtime.strategy, step, padded=self.padded,
+                input_spec=self.source.replica_spec,
+                # Off TPU the loop size is chosen after the trace (see CPU_EVAL_LOOP_STEPS):
+                # one traced loop for any size.
+                steps_per_call=None if not self.on_tpu else self.settings.iterations_per_loop,
+                endless=self.source.endless, step_takes_mask=self.mode == ModeKeys.EVAL,
+                metric_update=update), record)
+        return functions[key]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Built:
+    loop: inference_loop_lib.InferenceLoop
+    record: replica_step.TraceRecord
+    host_metrics: metrics_lib.HostMetrics | None
+    metrics_in_step: bool
+
+
+def _build_loop(loops: _Loops, iterator: Any) -> _Built:
+    """The loop to run, and where metric_fn runs: on the host (`HostMetrics`), or in the step.
+
+    metric_fn's host graph is built on every worker, so that all of them take the same
+    decision; a metric_fn that uses objects model_fn made is built in the step, over every
+    replica's rows, as legacy on real TPU ran it in the TPU computation's graph, where
+    model_fn's host-side objects were reachable.
+    """
+    loop, record = loops.get(iterator)
+    if record.metric_fn is None:
+        return _Built(loop, record, None, False)
+    try:
+        return _Built(loop, record, _host_metrics(record, loop.trace(iterator)["metrics"],
+                                                  loops.runtime.strategy.num_replicas_in_sync),
+                      False)
+    except metrics_lib.ModelFnObjectsError as e:
+        logging.info("metric_fn uses objects model_fn made; it is built in the evaluation "
+                     "step, over every replica's rows (%s)", str(e).splitlines()[0])
+        loop, record = loops.get(iterator, (), metrics_in_step=True)
+        return _Built(loop, record, None, True)
+
+
+def _restore(runtime: runtime_lib.Runtime, record: replica_step.TraceRecord,
+             checkpoint: str | None, init_plan: warm_start_lib.InitPlan) -> None:
+    """Sets the variables the loop reads, as legacy's new evaluation graph was set.
+
+    From `checkpoint` through the variable map of scaffold_fn's or the spec's Scaffold Saver
+    when there is one (the EMA values into the model's variables: tensorflow/tpu QANet's
+    evaluation), else by name; without a checkpoint, from the initializers, which
+    init_from_checkpoint had set to the mapped checkpoint's values (canine/tydiqa predicts
+    from --init_checkpoint this way): the runtime is new, its variables fresh. Local
+    variables (metric accumulators) start at zero.
+    """
+    saver_map = None
+    if record.scaffold_fn is not None:
+        with runtime.registry.in_collections():
+            saver_map = warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan,
+                                                       allow_saver=True)
+    if saver_map is None and record.saver is not None:
+        # An EstimatorSpec's `Scaffold(saver=Saver(var_list))` (legacy's CPU path).
+        saver_map = warm_start_lib.saver_var_map(record.saver.var_list or [])
+    if checkpoint is not None and saver_map:
+        warm_start_lib.restore_through_map(checkpoint, saver_map)
+    elif checkpoint is not None:
+        checkpoints_lib.V1Saver(runtime.registry.by_name(),
+                                runtime.registry.optional_names()).restore(checkpoint)
+    else:
+        init_plan.apply(runtime.registry.by_name())
+    runtime.registry.reset_local_variables()
+
+
+def _loop_sizes(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
+                plan: context_lib.BatchPlan, mode: str, on_tpu: bool,
+                structure: Callable[[], dict[str, Any]]) -> tuple[int, int | None]:
+    """(steps per loop, the first loop's steps when loops grow: predict off TPU).
+
+    `structure()` is replica 0's traced step outputs, read only off TPU.
+    """
+    loop_steps = settings.iterations_per_loop
+    if on_tpu:
+        return loop_steps, None
+    evaluating = mode == ModeKeys.EVAL
+    steps = _cpu_loop_steps(
+        structure(), ("metrics", "metric_inputs", "host_call") if evaluating else ("predictions",),
+        CPU_EVAL_LOOP_STEPS if evaluating else CPU_PREDICT_LOOP_STEPS,
+        plan.global_batch_size, runtime.strategy.num_replicas_in_sync, loop_steps)
+    return steps, None if evaluating else loop_steps
+
+
+def _hook_runner(session: InferenceSession, loops: _Loops, hooks: Sequence[Any] | None,
+                 on_tpu: bool, metrics_in_step: bool) -> hooks_lib.HookRunner:
+    """The session's hooks: the caller's and model_fn's, around each loop.
+
+    Legacy's CPU path ran evaluation and prediction hooks around every step (one
+    session.run per batch), where they could fetch any model_fn tensor: then the session
+    swaps in a loop that returns the tensors they fetch.
+    """
+    runtime, record = session.runtime, session.record
+
+    def fetch_tensors(tensors: HookTensors) -> None:
+        with runtime.scope():
+            session.loop, _ = loops.get(session.iterator, tensors, metrics_in_step)
+
+    return hooks_lib.HookRunner(
+        list(hooks or ()) + list(record.hooks), runtime.global_step,
+        tensors_per_step=not on_tpu, graph=record.model_graph, loss_name=record.loss_name,
+        fetch_tensors=fetch_tensors, training=False, registry=runtime.registry)
+
+
+def _evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
+              name: str | None, checkpoint: str | None) -> dict[str, Any]:
     """Runs the session to `steps` or end of input; returns legacy's results dict.
 
     On a cluster every worker runs the loop (the tensors are all-gathered), but only the
@@ -343,8 +454,8 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
     return results
 
 
-def predict(session: InferenceSession, predict_keys: Sequence[str] | None,
-            yield_single_examples: bool) -> Iterator[Iterable[Any]]:
+def _predictions(session: InferenceSession, predict_keys: Sequence[str] | None,
+                 yield_single_examples: bool) -> Iterator[Iterable[Any]]:
     """Yields, per step, the list of its real examples' predictions, in order (padding dropped).
 
     Lists, not single examples: `eager_scope.eager_generator` hands them out one by one.
@@ -379,7 +490,7 @@ def _initial_values(session: InferenceSession) -> list[Any]:
     return [np.zeros(spec.shape, spec.dtype.as_numpy_dtype)[()] for spec in specs]
 
 
-# Steps whose metric updates go to the background thread at once (see `evaluate`).
+# Steps whose metric updates go to the background thread at once (see `_evaluate`).
 _UPDATES_PER_HANDOVER = 16
 
 
@@ -424,7 +535,7 @@ def _check_unpadded(structure: Any, per_example: Sequence[bool], mask: Any) -> N
     """
     if bool(np.all(mask)) or all(per_example):
         return
-    names = loop_lib.leaf_names(structure, "eval_metrics[1]")
+    names = inference_loop_lib.leaf_names(structure, "eval_metrics[1]")
     where = ", ".join(f"`{name}`" for name, batch in zip(names, per_example) if not batch)
     raise ValueError(
         f"`eval_metrics` tensor(s) {where}: axis 0 is not the per-replica batch, and this "
