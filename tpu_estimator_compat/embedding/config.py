@@ -400,10 +400,6 @@ class EmbeddingConfig:
                    gradient_multiplier_fn=spec.experimental_gradient_multiplier_fn,
                    clipping_limit=spec.clipping_limit)
 
-    def table_of(self, feature: str) -> Table:
-        table_id = self.features[feature].table_id
-        return next(t for t in self.tables if t.name == table_id)
-
 
 def configs_from_feature_columns(
         feature_columns: Any) -> tuple[dict[str, TableConfig], dict[str, FeatureConfig]]:

@@ -1,8 +1,10 @@
 """TPU embedding tables at run time: lookups before model_fn, the table update after it.
 
-    engine = EmbeddingEngine(embedding_config.EmbeddingConfig.from_spec(spec),
-                             eval_on_tpu=True)
-    spec = engine.call_model_fn(lambda features: model_fn(features, ...), features, mode)
+    engine = EmbeddingEngine(config.EmbeddingConfig.from_spec(spec), eval_on_tpu=True)
+    step = engine.look_up(features, mode)            # in a replica step
+    with step.reading_activations():
+        spec = model_fn(step.features, ...)
+    spec = engine.after_model_fn(step, spec)
 
 With `use_tpu=True`, legacy TPUEstimator took every sparse feature of the
 `EmbeddingConfigSpec` out of `features` on the host, sent its ids to the TPU embedding engine
@@ -13,13 +15,13 @@ variable per table, so the model's own optimizer computes it, CrossShardOptimize
 scaling included) went back to the engine, which summed it over every core and applied the
 table's optimizer. This module does the same on GPUs and CPU replicas: each table (with its
 optimizer slots) is one plain variable on the host CPU, as the engine held one copy, not one
-per core; `call_model_fn` looks the activations up, hands them to the columns
-(`_tf_private.tpu_columns_read_activations`), captures the activation gradients, and appends
-to `train_op` one update per table (`embedding_update.py`) from the gradients of all
-replicas, summed. Tables and slots get legacy's checkpoint names: the variable scope the
+per core; `look_up` looks the activations up and hooks the capture of their gradients,
+`EmbeddingStep.reading_activations` hands them to the columns
+(`_tf_private.tpu_columns_read_activations`), and `after_model_fn` appends to `train_op` one
+update per table (`update.py`) from the gradients of all replicas, summed. Tables and slots get legacy's checkpoint names: the variable scope the
 column recorded, `<name>/Adagrad`, ... It owns the per-step work and the live variables of
 one estimator's tables; it must not know about loops, input pipelines, checkpoint files or
-the facade, and the configuration's meaning is `embedding_config.py`'s.
+the facade, and the configuration's meaning is `config.py`'s.
 """
 
 from __future__ import annotations
@@ -57,6 +59,24 @@ class _TableVariables:
     slots: tuple[tf.Variable, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class EmbeddingStep:
+    """One replica step's lookups: model_fn's features, and what the table update needs."""
+
+    features: dict[str, Any]  # The input features, activations in place of sparse ids.
+    replicas: int
+    train: bool
+    registry: Any
+    tables: dict[str, _TableVariables]
+    lookups: dict[str, "_Lookup"]
+    activations: dict[str, tf.Tensor]
+    sink: dict[str, tf.Tensor]  # The activations' gradients, captured during backprop.
+
+    def reading_activations(self) -> Any:
+        """Inside: TPU embedding columns read the activations from `features`."""
+        return _tf_private.tpu_columns_read_activations(self.replicas)
+
+
 class EmbeddingEngine:
     """One estimator's TPU embedding: its configuration and, per runtime, its variables."""
 
@@ -82,18 +102,14 @@ class EmbeddingEngine:
         """Whether a `use_tpu=True` step of `mode` looks up here (legacy: on the TPU)."""
         return mode != ModeKeys.EVAL or self._eval_on_tpu
 
-    def variables_of(self, registry: Any) -> dict[str, _TableVariables]:
-        """The live table variables of a runtime's registry, by table name (for tests)."""
-        return dict(self._variables.get(registry, {}))
-
     # ------------------------------------------------------------------------------------
     # The step.
 
-    def call_model_fn(self, call: Callable[[dict[str, Any]], Any], features: Any,
-                      mode: str) -> Any:
-        """Runs `call(features)` (model_fn) with activations in place of the sparse ids.
+    def look_up(self, features: Any, mode: str) -> "EmbeddingStep":
+        """Before model_fn: `features` with the activations in place of the sparse ids.
 
-        In TRAIN the returned spec's `train_op` also updates the tables.
+        Call model_fn on the step's `features` inside `step.reading_activations()`, then
+        hand its spec to `after_model_fn`.
         """
         strategy = tf.distribute.get_strategy()
         _check_strategy(strategy)
@@ -123,13 +139,17 @@ class EmbeddingEngine:
                 if lookup.sequence_lengths is not None:
                     features[feature + _tf_private.SEQUENCE_LENGTH_SUFFIX] = (
                         lookup.sequence_lengths)
-        with _tf_private.tpu_columns_read_activations(strategy.num_replicas_in_sync):
-            spec = call(features)
+        return EmbeddingStep(features, strategy.num_replicas_in_sync, train, registry, tables,
+                             lookups, activations, sink)
+
+    def after_model_fn(self, step: "EmbeddingStep", spec: Any) -> Any:
+        """After model_fn: names column tables; in TRAIN, the spec's `train_op` also updates
+        the tables."""
         if self.config.from_feature_columns:
-            self._name_tables(registry, tables)
-        if not train or spec.train_op is None:
+            self._name_tables(step.registry, step.tables)
+        if not step.train or spec.train_op is None:
             return spec
-        update = self._update(tables, lookups, activations, sink)
+        update = self._update(step.tables, step.lookups, step.activations, step.sink)
         return spec._replace(train_op=tf.group(spec.train_op, update))
 
     def _update(self, tables: dict[str, _TableVariables], lookups: dict[str, "_Lookup"],

@@ -71,8 +71,9 @@ class ModelFnCaller:
     config: Any
     use_tpu: bool
     context_factory: Callable[[str], Any] | None = None
-    # An `embedding.EmbeddingEngine` when the estimator has an `embedding_config_spec` and
-    # use_tpu=True: it swaps the sparse features for their activations around model_fn.
+    # An `embedding.engine.EmbeddingEngine` when the estimator has an `embedding_config_spec`
+    # and use_tpu=True: it swaps the sparse features for their activations before model_fn
+    # and adds the table update to its train_op after.
     embedding: Any = None
     # `summaries.ModelFnWriters`: the summary writers model_fn creates (SimCLR's idiom).
     summary_writers: Any = None
@@ -125,7 +126,10 @@ class ModelFnCaller:
                 _tf_patches.applied("warm_start.Saver"):
             if (self.embedding is not None and self.use_tpu and not export_mode
                     and self.embedding.applies_to(mode)):
-                return self.embedding.call_model_fn(call, features, mode)
+                step = self.embedding.look_up(features, mode)
+                with step.reading_activations():
+                    spec = call(step.features)
+                return self.embedding.after_model_fn(step, spec)
             return call(features)
 
 
