@@ -170,7 +170,7 @@ def test_tpu_job_name_from_tf_config(monkeypatch):
 
 def test_effective_input_pipeline():
     c = TPUConfig()
-    assert c.training_input_pipeline == InputPipelineConfig.PER_HOST_V1
+    assert c.effective_input_pipeline(is_training=True) == InputPipelineConfig.PER_HOST_V1
     shard = TPUConfig(per_host_input_for_training=False)
     assert shard.effective_input_pipeline(is_training=True) == InputPipelineConfig.PER_SHARD_V1
     assert shard.effective_input_pipeline(is_training=False) == InputPipelineConfig.PER_HOST_V1
@@ -181,7 +181,7 @@ def test_effective_input_pipeline():
     assert sliced.effective_input_pipeline(is_training=False) == InputPipelineConfig.SLICED
     # `_replace` skips validation, so raw booleans still have to map.
     raw = c._replace(per_host_input_for_training=False)
-    assert raw.training_input_pipeline == InputPipelineConfig.PER_SHARD_V1
+    assert raw.effective_input_pipeline(is_training=True) == InputPipelineConfig.PER_SHARD_V1
 
 
 # RunConfig: defaults and properties

@@ -546,7 +546,7 @@ def test_host_call_runner_traces_fn_once_and_writes_v1_and_v2_summaries(tmp_path
         runner.run([np.array([step]), np.full([4, 3], step, np.float32),
                     np.zeros([4, 8, 8, 1], np.float32)], global_step=step)
     runner.close()
-    assert runner.tracing_count() == 1
+    assert runner._traced.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
     v1_tags = {}
     for path in glob.glob(os.path.join(str(tmp_path), "events.out.tfevents.*")):
         for event in v1.train.summary_iterator(path):

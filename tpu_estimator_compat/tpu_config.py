@@ -216,11 +216,6 @@ class TPUConfig(collections.namedtuple("TPUConfig", [
         """`iterations_per_loop` as (value, unit), so loops need not re-parse the string."""
         return parse_iterations_per_loop(self.iterations_per_loop)
 
-    @property
-    def training_input_pipeline(self) -> int:
-        """The `InputPipelineConfig` value that applies to training."""
-        return self.effective_input_pipeline(is_training=True)
-
     def effective_input_pipeline(self, is_training: bool) -> int:
         """Returns the `InputPipelineConfig` value that governs `input_fn` in a mode.
 

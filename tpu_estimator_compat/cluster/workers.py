@@ -433,17 +433,16 @@ _SUMMERS: dict[int, Any] = {}
 
 
 def _summer(strategy: tf.distribute.Strategy) -> Any:
-    """A compiled all-reduce of one int64 per replica (only replica 0's, or every one's)."""
+    """A compiled all-reduce of one int64: replica 0's value, 0 on every other replica."""
     if id(strategy) not in _SUMMERS:
 
-        def replica_fn(value: tf.Tensor, only_first: tf.Tensor) -> tf.Tensor:
+        def replica_fn(value: tf.Tensor) -> tf.Tensor:
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            keep = tf.logical_or(tf.logical_not(only_first), tf.equal(replica, 0))
-            return tf.where(keep, value, tf.zeros_like(value))
+            return tf.where(tf.equal(replica, 0), value, tf.zeros_like(value))
 
         @tf.function
-        def summed(value: tf.Tensor, only_first: tf.Tensor) -> tf.Tensor:
-            per_replica = strategy.run(replica_fn, args=(value, only_first))
+        def summed(value: tf.Tensor) -> tf.Tensor:
+            per_replica = strategy.run(replica_fn, args=(value,))
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
         _SUMMERS[id(strategy)] = summed
@@ -458,16 +457,7 @@ def from_chief(strategy: tf.distribute.Strategy, value: int) -> int:
     if not is_multi_client(strategy):
         return value
     with strategy.scope():
-        return int(_summer(strategy)(tf.constant(value, tf.int64), tf.constant(True)))
-
-
-def any_worker(strategy: tf.distribute.Strategy, flag: bool) -> bool:
-    """True on every worker if `flag` is True on any of them."""
-    if not is_multi_client(strategy):
-        return flag
-    with strategy.scope():
-        return int(_summer(strategy)(tf.constant(int(flag), tf.int64),
-                                     tf.constant(False))) > 0
+        return int(_summer(strategy)(tf.constant(value, tf.int64)))
 
 
 _VECTOR_SUMMERS: dict[tuple[int, int], Any] = {}

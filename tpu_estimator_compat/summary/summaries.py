@@ -124,10 +124,6 @@ class HostCallRunner:
             protos = self._traced(tensors, tf.constant(global_step, tf.int64))
         self._write_v1_protos(protos, global_step)
 
-    def tracing_count(self) -> int:
-        """How many times `fn` has been traced (once per distinct input signature)."""
-        return self._traced.experimental_get_tracing_count()
-
     def _graph_call(self, flat: list[tf.Tensor], step: tf.Tensor) -> list[tf.Tensor]:
         """fn in the function graph; returns every v1 summary proto it made (see class)."""
         # Legacy built fn into a graph whose SUMMARIES held model_fn's summaries at most,
