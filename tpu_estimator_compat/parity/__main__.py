@@ -49,7 +49,7 @@ from .replay import record_in_legacy, replay_golden, resume_golden, shim_to_lega
 from .stacks import split_cpu
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m tpu_estimator_compat.parity",
         description="Record a TPUEstimator model on the legacy stack, replay it on "
@@ -91,6 +91,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     s2l.add_argument("--legacy_python", required=True)
     s2l.add_argument("--work_dir", default=None)
     s2l.add_argument("--write", action="store_true", help=f"store {INTEROP_JSON} in golden_dir")
+    return parser
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
 
     given = getattr(args, "replicas", None) or ["1"]

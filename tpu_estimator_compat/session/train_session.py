@@ -87,22 +87,14 @@ class TrainSession:
         if self._checkpoints().restore_latest() is None:
             self._initialize_from_elsewhere(record, init_plan)
             if steps is not None:  # (A restored step is the one `target` counted from.)
-                target = int(runtime.global_step.numpy()) + steps
-        step = int(runtime.global_step.numpy())
+                target = self._read_step() + steps
         policy = self._save_policy(hook_runner, saving_listeners, record.saver)
         ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)
-        # The step-0 checkpoint is written while the train function's graph is optimised.
-        overlap = (policy.enabled and not ps
-                   and not cluster_lib.is_multi_client(runtime.strategy))
-        with (loop_lib.compiling(train_loop, iterator) if overlap
-              else contextlib.nullcontext()):
-            policy.begin(step)
-        hook_runner.begin(step)
+        self._begin(policy, hook_runner, train_loop, iterator)
         if target is not None:
             target = hook_runner.limit_target(target)
-        chief = cluster_lib.is_chief(runtime.strategy)
         listeners = [_HookListener(hook_runner), policy, signals,
-                     self._train_reporting(record, chief)]
+                     self._train_reporting(record, cluster_lib.is_chief(runtime.strategy))]
         agreed = preemption.agreed_listeners(runtime.strategy, listeners, signals)
         steps_per_loop = self._steps_per_loop(hook_runner)
 
@@ -114,12 +106,8 @@ class TrainSession:
             with runtime.scope():
                 return current["loop"](iterator, n)
 
-        def read_step() -> int:
-            return int(runtime.global_step.numpy())
-
         driver = driver_lib.TrainDriver(
-            run_steps=run_steps, read_step=read_step, checkpoint=policy,
-            listeners=agreed,
+            run_steps=run_steps, read_step=self._read_step, checkpoint=policy, listeners=agreed,
             examples_per_step=self._plan.global_batch_size,
             stop_on_nan_loss=settings.config.stop_on_nan_loss,
             report_every_steps=settings.iterations_per_loop)
@@ -132,16 +120,7 @@ class TrainSession:
             policy.end(final)
             hook_runner.end()
         except KeyboardInterrupt:
-            if cluster_lib.is_multi_client(runtime.strategy):
-                # A second Ctrl-C (the first was an agreed stop): saving is a collective this
-                # worker cannot run alone, so it leaves now; the others fail within the peer
-                # timeout and the job resumes from the last checkpoint.
-                logging.warning("Interrupted again: leaving without a checkpoint.")
-                raise
-            # Reaches Python between loops, so the variables hold a completed loop's state.
-            logging.warning("Interrupted: writing a checkpoint at global step %d.",
-                            read_step())
-            policy.end(read_step())
+            self._save_on_interrupt(policy)
             raise
         finally:
             for listener in listeners:
@@ -150,6 +129,35 @@ class TrainSession:
             iterator = None  # (Also what run_steps and fetch_tensors see.)
         progress.legacy_info("Loss for final step: %s.", driver.last_loss)
         return preemption.outcome_of(agreed)
+
+    def _read_step(self) -> int:
+        return int(self._runtime.global_step.numpy())
+
+    def _begin(self, policy: save_policy_lib.SavePolicy, hook_runner: hooks_lib.HookRunner,
+               train_loop: loop_lib.TrainLoop, iterator: Any) -> None:
+        """Legacy's session start: the step-0 checkpoint (while the train function's graph
+        is optimised, on one client), then the hooks' `begin`."""
+        step = self._read_step()
+        strategy = self._runtime.strategy
+        overlap = (policy.enabled and not parameter_servers.is_parameter_server_strategy(strategy)
+                   and not cluster_lib.is_multi_client(strategy))
+        with (loop_lib.compiling(train_loop, iterator) if overlap
+              else contextlib.nullcontext()):
+            policy.begin(step)
+        hook_runner.begin(step)
+
+    def _save_on_interrupt(self, policy: save_policy_lib.SavePolicy) -> None:
+        """Ctrl-C: a checkpoint of the last completed loop, where this worker can write one."""
+        if cluster_lib.is_multi_client(self._runtime.strategy):
+            # A second Ctrl-C (the first was an agreed stop): saving is a collective this
+            # worker cannot run alone, so it leaves now; the others fail within the peer
+            # timeout and the job resumes from the last checkpoint.
+            logging.warning("Interrupted again: leaving without a checkpoint.")
+            return
+        # Reaches Python between loops, so the variables hold a completed loop's state.
+        logging.warning("Interrupted: writing a checkpoint at global step %d.",
+                        self._read_step())
+        policy.end(self._read_step())
 
     def _input(self, input_fn: Callable[..., Any]
                ) -> tuple[Any, inputs_lib.DistributedInput]:

@@ -125,6 +125,23 @@ class _Variant:
         self.run_update: Callable[..., Any] | None = None
 
 
+def _check_structure(structure: Any, specs: Any) -> None:
+    """`eval_metrics[1]` must be a list/tuple/dict, and `specs` must match it."""
+    if not isinstance(structure, (tuple, list, dict)):
+        raise ValueError(
+                "eval_metrics[1] should be tuple or list, or dict, given: {!r}. Pass the "
+                "`tensors` of `eval_metrics=(metric_fn, tensors)` as `structure`."
+                .format(structure))
+    try:
+        _assert_same_structure(structure, specs)
+    except (ValueError, TypeError) as e:
+        raise ValueError(
+                "`specs` must match the structure of the eval_metrics tensors, given "
+                "specs {!r} for tensors {!r} ({}). Build them with "
+                "tf.nest.map_structure(tf.TensorSpec.from_tensor, tensors)."
+                .format(specs, structure, e)) from e
+
+
 class HostMetrics:
     """Runs a legacy `metric_fn` on the host over a stream of gathered numpy batches.
 
@@ -170,19 +187,7 @@ class HostMetrics:
             TypeError: If `metric_fn` returns neither None nor a dict of `(value, update_op)`
                 tuples of Tensors/Operations or Metric objects.
         """
-        if not isinstance(structure, (tuple, list, dict)):
-            raise ValueError(
-                    "eval_metrics[1] should be tuple or list, or dict, given: {!r}. Pass the "
-                    "`tensors` of `eval_metrics=(metric_fn, tensors)` as `structure`."
-                    .format(structure))
-        try:
-            _assert_same_structure(structure, specs)
-        except (ValueError, TypeError) as e:
-            raise ValueError(
-                    "`specs` must match the structure of the eval_metrics tensors, given "
-                    "specs {!r} for tensors {!r} ({}). Build them with "
-                    "tf.nest.map_structure(tf.TensorSpec.from_tensor, tensors)."
-                    .format(specs, structure, e)) from e
+        _check_structure(structure, specs)
         self._metric_fn = metric_fn
         self._structure = structure
         paths_and_specs = _flatten_with_paths(specs)
@@ -206,6 +211,12 @@ class HostMetrics:
                     else shape[0] * static_replicas for shape, _ in self._specs)
             if all(rows is None for rows in self._rows):
                 self._rows = None
+        self._start()
+        self.reset()
+        logging.info("Built host eval metrics: %s", ", ".join(self.names) or "(none)")
+
+    def _start(self) -> None:
+        """Builds metric_fn's main graph (for `self._rows`) and the session that runs it."""
         self._graph = tf.Graph()
         self._session: tf.compat.v1.Session | None = None
         self._shared = _SharedVariables()
@@ -246,8 +257,6 @@ class HostMetrics:
         self._run_values = self._session.make_callable(
                 {name: self._value_ops[name] for name in self.names})
         self._run_reset = self._session.make_callable(reset_op)
-        self.reset()
-        logging.info("Built host eval metrics: %s", ", ".join(self.names) or "(none)")
 
     def _build(self, rows: tuple | None, scope: str | None) -> _Variant:
         """Builds metric_fn on placeholders with `rows` as axis 0 (None: unknown)."""
