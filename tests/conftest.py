@@ -11,9 +11,9 @@ import os
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# As the launcher runs scripts: Grappler's TFG pass pipeline off (runtime.py). It rewrites
-# none of these graphs and costs time (test_estimator, test_inference and test_model_zoo took
-# 4:48 without it against 4:59 and 5:31 with it); tests/test_runtime.py checks that both
+# As the launcher runs scripts: Grappler's TFG pass pipeline off (session/strategy_state.py).
+# It rewrites none of these graphs and costs time (test_estimator, test_inference and test_model_zoo took
+# 4:48 without it against 4:59 and 5:31 with it); tests/test_strategy_state.py checks that both
 # settings compute the same bits.
 os.environ.setdefault("TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER", "off")
 

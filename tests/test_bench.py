@@ -72,7 +72,7 @@ def test_launcher_mode_gives_the_shim_what_its_launcher_picks_and_others_tf_defa
 
 
 def test_launcher_mode_gives_the_shim_the_launchers_tfg_setting_only(monkeypatch):
-    """run.tfg_optimizer's default, under the variable the library reads (runtime.py)."""
+    """run.tfg_optimizer's default, under the variable the library reads (strategy_state.py)."""
     from tpu_estimator_compat.session import strategy_state as runtime
 
     assert harness.TFG_ENV == runtime.TFG_OPTIMIZER_ENV

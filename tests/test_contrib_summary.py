@@ -1,4 +1,4 @@
-"""`tf.contrib.summary` (contrib_summary.py): the TF 1.x TPU host_call idiom, read back.
+"""`tf.contrib.summary` (contrib/summary.py): the TF 1.x TPU host_call idiom, read back.
 
 tensorflow/tpu's TF 1.x reference models wrote their host_call summaries with
 `from tensorflow.contrib import summary`: `create_file_writer(...).as_default()`,

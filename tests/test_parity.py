@@ -61,7 +61,7 @@ EIGHT_DIFFERS = {
 }
 # Files the legacy model_dir has and the shim does not write: the graph text (a traced
 # tf.function has no single TF1 graph to export). `model.ckpt-N.meta` is written (a MetaGraph
-# of the checkpoint's variables and a Saver, checkpoint_meta.py), so it is no gap.
+# of the checkpoint's variables and a Saver, checkpoint/meta.py), so it is no gap.
 KNOWN_LISTING_GAPS = ("graph.pbtxt",)
 # Files only the shim writes: its model_dir lock against two concurrent writers.
 KNOWN_SHIM_ONLY_FILES = (".tpu_estimator_compat.lock",)

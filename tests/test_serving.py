@@ -1,7 +1,7 @@
 """Serving receivers and export outputs (serving.py): wrapping, validation, SignatureDefs.
 
 Graph-only checks of the `tf.estimator.export` value types; writing a SavedModel with them is
-tests/test_export.py.
+tests/test_saved_model.py.
 """
 import pytest
 import tensorflow as tf

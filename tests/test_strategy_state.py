@@ -1,4 +1,4 @@
-"""runtime.py: the process settings a run applies before its first compiled call."""
+"""session/strategy_state.py: the process settings a run applies before its first compiled call."""
 
 import json
 import os

@@ -161,7 +161,7 @@ _SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py")
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {
     "_getframe": "CPython's documented sys._getframe (keras_env reads its caller's module)",
-    "_fields": "collections.namedtuple's documented field names (loop.py)",
+    "_fields": "collections.namedtuple's documented field names (loop/inference_loop.py)",
     "_alias_hint": "aliases.AliasNamespace's own hint, read by legacy_imports",
     "_meta_graph": "tensorflow_hub's _ModuleImpl state, which hub_support's patches replace",
     "_state_map": "tensorflow_hub's _ModuleImpl state, which hub_support's patches replace",

@@ -4,7 +4,7 @@
 
 Importing this package patches nothing. It only sets `TF_USE_LEGACY_KERAS=1` when the user
 has not set it, because TensorFlow reads it at the first `tf.keras` access and r1 model_fns
-need Keras 2 (see `keras_env.py`).
+need Keras 2 (see `v1_state/keras_env.py`).
 """
 
 # First: keras_env sets TF_USE_LEGACY_KERAS before anything imports TensorFlow.

@@ -7,8 +7,8 @@
 (also installed as the console script `tpu-estimator-compat-run`). Before the script runs it
 picks TensorFlow's CPU allocator (`cpu_allocator`) and Grappler's passes (`tfg_optimizer`),
 splits the host CPU into N logical devices when asked (so `use_tpu=True` runs on N replicas
-through MirroredStrategy), installs the legacy aliases (`aliases.py`) and, for TF1 code,
-turns on TF1 mode (`tf1_mode.py`). Then it runs the script as `__main__` with its own
+through MirroredStrategy), installs the legacy aliases (`legacy/aliases.py`) and, for TF1 code,
+turns on TF1 mode (`legacy/tf1_mode.py`). Then it runs the script as `__main__` with its own
 `sys.argv` and `sys.path[0]`, as `python SCRIPT.py` would.
 
 This module owns the command line and that order of events. It must not know what the aliases
@@ -128,7 +128,7 @@ def tfg_optimizer(choice: str | None) -> str:
     replicas: 0 nodes, 13.8 of Grappler's 47.6 s; bench/RESULTS.md, session 24). The
     launcher owns its process, so it turns the pipeline off unless told otherwise
     (`--tfg_optimizer`) or the variable is already set. The library applies the variable
-    before its first compiled call (`runtime.apply_process_settings`); library users set it
+    before its first compiled call (`strategy_state.apply_process_settings`); library users set it
     themselves.
     """
     if choice is not None:

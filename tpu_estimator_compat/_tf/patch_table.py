@@ -4,7 +4,7 @@ One `Patch` per replaced symbol: its dotted path, why no public API serves, and 
 (in the module that needs it) that makes the replacement from the original. A TensorFlow
 upgrade that moves, removes or re-signs one of them needs edits here and nowhere else;
 tests/test_tf_patches.py checks every entry against the installed TensorFlow. This module is
-data: the mechanics of applying and restoring patches are `_tf_patches.py`'s. It imports
+data: the mechanics of applying and restoring patches are `patches.py`'s. It imports
 neither TensorFlow nor the rest of the library.
 """
 

@@ -1,6 +1,6 @@
 """Every monkey-patch of TensorFlow and tf_keras: what is replaced, why, and how it is undone.
 
-`PATCHES` (in `_tf_patch_table.py`) is the table of every TensorFlow or tf_keras symbol this
+`PATCHES` (in `patch_table.py`) is the table of every TensorFlow or tf_keras symbol this
 library replaces. Each entry names the symbol by its dotted path, says why no public API
 serves, and names the function (in the module that needs the patch) that builds the
 replacement from the original. A TensorFlow upgrade that moves, removes or re-signs one of
@@ -17,7 +17,7 @@ This module owns the mechanics: resolving targets, recording the exact original 
 (including "absent"), swapping, and restoring them, all under one lock. It must not know what
 any replacement does: builders are named as `module:function` strings and imported only when
 a patch is applied, so importing this module imports neither TensorFlow nor the rest of the
-library. Private reads of TensorFlow objects that are not patches live in `_tf_private.py`.
+library. Private reads of TensorFlow objects that are not patches live in `private.py`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from absl import logging
 
-# The table and its vocabulary live in `_tf_patch_table.py`; re-exported for the library.
+# The table and its vocabulary live in `patch_table.py`; re-exported for the library.
 from tpu_estimator_compat._tf.patch_table import (  # pylint: disable=unused-import
     GIVEN, INSTANCE, PATCHES, PROCESS, SCOPED, Patch)
 

@@ -2,7 +2,7 @@
 
 Each import and accessor below says why no public API serves. A TensorFlow upgrade that moves
 one of them should need edits here and nowhere else. What this library *replaces* in
-TensorFlow (monkey-patches) is declared and installed by `_tf_patches.py`, the other half of
+TensorFlow (monkey-patches) is declared and installed by `patches.py`, the other half of
 the seam; this module only reads, calls and constructs, and must not rebind anything of
 TensorFlow's beyond the private state a helper below sets and restores itself. It must not
 know estimators, loops or model_fns.
@@ -48,7 +48,7 @@ def in_legacy_tpu_shard_context() -> bool:
 # between an ordinary CPU lookup and reading the TPU embedding engine's activations from
 # `features[feature_key]` by asking whether a TPU shard context is active
 # (`tensorflow/python/tpu/feature_column.py: _is_running_on_cpu`). With `use_tpu=True` the
-# shim computes those activations itself (`embedding.py`) and needs the columns to read them:
+# shim computes those activations itself (`embedding/engine.py`) and needs the columns to read them:
 # it sets the shard count, thread-locally, to a marker that `in_legacy_tpu_shard_context`
 # does not count as a real shard (so CrossShardOptimizer stays mapped onto the strategy).
 # The columns record each table's variable scope in a private graph collection, which gives
@@ -378,7 +378,7 @@ def estimator_loss_scaling(strategy):
         yield
 
 
-# Legacy's built-in hooks are re-expressed on the host (hooks.py); their settings and
+# Legacy's built-in hooks are re-expressed on the host (loop/hooks.py); their settings and
 # LoggingTensorHook's per-run state live in private fields with no public accessors.
 def logging_hook_tensors(hook):
     """LoggingTensorHook's `{tag: tensor or name}` as given to its constructor."""
@@ -618,7 +618,7 @@ def xla_control_flow_context():
     return control_flow_ops.XLAControlFlowContext()
 
 
-# `tf.contrib.lookup` (contrib_lookup.py) re-exported TensorFlow's v1 lookup-table module:
+# `tf.contrib.lookup` (contrib/lookup.py) re-exported TensorFlow's v1 lookup-table module:
 # `index_table_from_tensor`/`_from_file`, `index_to_string_table_from_*`, the v1 `HashTable`
 # (with `init` and `export`), `MutableHashTable`, `IdTableWithHashBuckets`, the initializers
 # and hasher specs. TF 2.21 still has every one of them in this module, but its public API

@@ -1,10 +1,11 @@
 """The `TPUEstimator` facade: legacy constructor, legacy errors, and mode entry points.
 
 `TPUEstimator(model_fn, ...)` validates its arguments the way legacy did; each public method
-validates its own, picks the runtime (strategy, variables: `runtime.py`, `strategy.py`) and
-hands the run to its session: `train_session.py` for train, `inference.py` for evaluate and
-predict, `export.py` for export. It holds no loop logic, no variable logic and no file formats
-of its own.
+validates its own, picks the runtime (strategy, variables: `session/strategy_state.py`,
+`session/strategy.py`) and hands the run to its session, with the estimator's settings
+(`session/settings.py`): `session/train_session.py` for train, `session/inference.py` for
+evaluate and predict (one call each), `export/saved_model.py` for export. It holds no loop
+logic, no variable logic and no file formats of its own.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class TPUEstimator:
 
     Args mirror the legacy constructor. With `use_tpu=True` the job runs on a TPU when one
     is reachable, else on local GPUs or split CPU devices, else on the CPU (see
-    `strategy.py`); with `use_tpu=False` it runs on the CPU as legacy did.
+    `session/strategy.py`); with `use_tpu=False` it runs on the CPU as legacy did.
     """
 
     def __init__(self,

@@ -3,7 +3,7 @@
 This module owns the checkpoint files in a `model_dir`, laid out exactly as a TF1
 `tf.compat.v1.train.Saver` under legacy `Estimator` wrote them: `model.ckpt-<step>.index` and
 `model.ckpt-<step>.data-00000-of-00001` keyed by v1 variable names, `model.ckpt-<step>.meta`
-(a MetaGraphDef that restores them, from `checkpoint_meta.py`), and the text `checkpoint`
+(a MetaGraphDef that restores them, from `meta.py`), and the text `checkpoint`
 state file listing them. `V1Saver` saves and restores a `{v1 name: variable}` mapping (plain,
 mirrored, sync-on-read or TPU variables) in cross-replica context; `CheckpointManager` adds the
 legacy Saver's retention rules (`keep_checkpoint_max`, `keep_checkpoint_every_n_hours`,
@@ -315,7 +315,7 @@ def checkpoint_step(prefix: str) -> int:
 
 
 class WorkerSync(Protocol):
-    """How the workers of one job share a model_dir (given by the caller; see cluster.py).
+    """How the workers of one job share a model_dir (given by the caller; see cluster/workers.py).
 
     Exactly one worker, the writer, writes files. Every worker calls `save` and
     `restore_latest` at the same points, so `agree` and `barrier` pair up across workers.
@@ -367,7 +367,8 @@ class CheckpointManager:
     to take effect); the state file also gets `all_model_checkpoint_timestamps` and
     `last_preserved_timestamp` (legacy Saver left them empty, `tf.train.CheckpointManager`
     writes them; legacy readers ignore them); the `.meta` holds the variables and a Saver,
-    not the training graph (there is none: see `checkpoint_meta.py`); and a re-saved step is first removed from the state file so a crash between
+    not the training graph (there is none: see `meta.py`); and a re-saved step is first
+    removed from the state file so a crash between
     SaveV2's two renames cannot leave the state pointing at a mixed old/new checkpoint.
     """
 

@@ -8,7 +8,7 @@
   writes its final checkpoint and then exits with status 143. Ctrl-C (KeyboardInterrupt)
   reaches Python when the running loop returns; `train()` then checkpoints and re-raises.
   On a multi-worker job Ctrl-C is a stop request too, agreed by all workers
-  (`preemption.py`).
+  (`cluster/preemption.py`).
 
 It knows nothing about models or strategies.
 """

@@ -19,7 +19,7 @@ writing checkpoints and summaries), gathering per-replica tensors from every wor
 small agreements workers must reach so that they issue the same collectives in the same order
 (which checkpoint to restore, when to save, sums of per-worker counters), and turning the
 engine's error for a lost peer into one that says what to do. Clusters with `ps` tasks are
-`parameter_servers.py`'s; the stop protocol built on these sums is `preemption.py`'s. It
+`session/parameter_servers.py`'s; the stop protocol built on these sums is `preemption.py`'s. It
 knows nothing about models, input_fns, loops or file formats, nor how `_tf_patches` swaps
 the strategy's local device list in (`local_cpu_devices` builds it).
 """
@@ -84,7 +84,7 @@ def multi_worker_resolver(cluster: Any = None, tf_config: Any = None) -> Any | N
     is not a multi-worker cluster here: `TPUStrategy` drives every host of the pod from one
     client. An `evaluator` task sits outside the training cluster and evaluates on its own,
     and a cluster with `ps` tasks trains on ParameterServerStrategy
-    (`parameter_servers.py`), not here.
+    (`session/parameter_servers.py`), not here.
     """
     if _is_multi_worker_resolver(cluster):
         return cluster
@@ -511,7 +511,8 @@ def barrier(strategy: tf.distribute.Strategy) -> None:
 
 
 class WorkerSync:
-    """What a CheckpointManager shared by the workers of one job needs (see checkpoints.py).
+    """What a CheckpointManager shared by the workers of one job needs (see
+    checkpoint/checkpoints.py).
 
     The chief writes; the others read the variables along with it (reading a sync-on-read
     variable is an all-reduce every worker must join) and write nothing. The checkpoint to

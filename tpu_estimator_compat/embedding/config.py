@@ -13,7 +13,7 @@ parameter classes of `tf.compat.v1.tpu.experimental` that TF 2.21 no longer has
 `table_to_config_dict` form, the legacy validation errors of all of them, and the translation
 of a spec into tables and features (`EmbeddingConfig`), including the table names legacy
 derived from feature columns. It must not know how tables are stored, looked up or updated
-(`embedding.py`), nor anything about estimators, strategies or loops.
+(`engine.py`), nor anything about estimators, strategies or loops.
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ class EmbeddingConfigSpec(collections.namedtuple("EmbeddingConfigSpec", [
     Pass it as `TPUEstimator(embedding_config_spec=...)`. Either `feature_columns` (built with
     `tf.compat.v1.tpu.experimental.embedding_column` / `shared_embedding_columns`) and
     `optimization_parameters`, or `feature_to_config_dict` and `table_to_config_dict`.
-    With `use_tpu=True` the tables get TPU semantics on every strategy (`embedding.py`);
+    With `use_tpu=True` the tables get TPU semantics on every strategy (`engine.py`);
     with `use_tpu=False` the columns are ordinary embedding columns, as in legacy.
     """
 

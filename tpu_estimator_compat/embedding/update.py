@@ -7,7 +7,7 @@ On a TPU the embedding engine summed each table's gradients over every core and 
 separately from the model's optimizer. This module owns that last part: given the unique row
 ids of one step and their summed gradients, it applies the rule of
 `tensorflow/core/protobuf/tpu/optimization_parameters.proto` for each parameter class of
-`embedding_config.py`: gradient clipping limits first, then the optimizer (Adagrad, Adam
+`config.py`: gradient clipping limits first, then the optimizer (Adagrad, Adam
 without bias correction, lazy or not, with or without the sum inside the square root, FTRL
 with `beta`, SGD), then weight clipping limits. Where TensorFlow has the proto's CPU kernel
 (`training_ops`: sparse Adagrad, FTRL-V2, scatter for SGD) that kernel runs; Adam is written

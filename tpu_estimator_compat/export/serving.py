@@ -12,7 +12,7 @@ This module owns the value types a `serving_input_receiver_fn` and a PREDICT-mod
 `build_parsing_serving_input_receiver_fn`, `PredictOutput`, `ClassificationOutput`,
 `RegressionOutput`), with legacy's validation and error wording, and the rule that turns
 `export_outputs` into the signatures to write. It must not know how a SavedModel is written,
-where checkpoints are, or how model_fn is called: that is `export.py`.
+where checkpoints are, or how model_fn is called: that is `saved_model.py`.
 """
 from __future__ import annotations
 

@@ -139,7 +139,8 @@ def install_aliases() -> None:
     and `tf.compat.v1.logging.set_verbosity` with one that also sets absl's verbosity (the
     library logs through absl), and adds the TPU embedding optimization parameter classes
     TF 2.21 dropped (`tf.compat.v1.tpu.experimental.AdagradParameters`, ...), and lets
-    `tf.compat.v1.summary.FileWriter` be built with eager execution on (`v1_file_writer.py`).
+    `tf.compat.v1.summary.FileWriter` be built with eager execution on
+    (`contrib/v1_file_writer.py`).
     The TF2 `tf.distribute.cluster_resolver` is left alone: third-party TF2 code probes for a
     TPU by catching its ValueError. `tf.compat.v1.flags`, `.app` and `.logging` already exist.
     Last, it installs `import_hook.LegacyModuleFinder`, which serves `tensorflow.contrib.*`,
@@ -174,10 +175,10 @@ def install_aliases() -> None:
         # cross_replica_sum`), before any estimator exists, so the mapping is in place first.
         _tf_patches.install("cross_shard")
         # tf.contrib.layers/framework/metrics/slim are tf-slim, which calls TensorFlow
-        # internals TF 2.21 moved (tf_slim_support.py).
+        # internals TF 2.21 moved (contrib/tf_slim.py).
         _tf_patches.install("tf_slim_support")
         # TF1 eval loops write Summary protos through a v1 FileWriter with eager still on
-        # (v1_file_writer.py).
+        # (contrib/v1_file_writer.py).
         _tf_patches.install("v1_file_writer")
         namespaces_lib.set_installed(namespaces)
         import_hook.install_finder()

@@ -174,7 +174,7 @@ class _TransformGradients(tf.compat.v1.train.Optimizer):
 
     Everything but `compute_gradients` is the wrapped optimizer's, so its slots, their names
     and its checkpointed state are those of the optimizer the model_fn built. `applies_through`
-    names it, so `CrossShardOptimizer` knows whose update runs (cross_shard.py).
+    names it, so `CrossShardOptimizer` knows whose update runs (step/cross_shard.py).
     """
 
     def __init__(self, optimizer: Any, transform: Callable[[list], list], name: str) -> None:
@@ -297,14 +297,14 @@ def build_contrib_namespace() -> AliasNamespace:
                         {"HParams": hparams_lib.HParams,
                          "parse_values": hparams_lib.parse_values}),
         "slim": _tf_slim,
-        # TF 1.x TPU host_calls write summaries with it (contrib_summary.py).
+        # TF 1.x TPU host_calls write summaries with it (contrib/summary.py).
         "summary": lambda: sub("summary", [], contrib_summary.members())(),
         "rnn": lambda: sub("rnn", [], _rnn_members())(),
         "stateless": lambda: sub("stateless", [], _stateless_members())(),
         # Its projective transforms (RandAugment/AutoAugment's rotate, translate, shear) over
-        # the kernel TensorFlow keeps (contrib_image.py); the rest fails on use by name.
+        # the kernel TensorFlow keeps (contrib/image.py); the rest fails on use by name.
         "image": lambda: sub("image", [], contrib_image.members())(),
-        # TF 1.x's vocabulary tables, which TensorFlow keeps (contrib_lookup.py).
+        # TF 1.x's vocabulary tables, which TensorFlow keeps (contrib/lookup.py).
         "lookup": lambda: sub("lookup", [], contrib_lookup.members())(),
         # Only clip_gradients_by_norm: the rest of contrib.estimator built canned estimators,
         # multi-head models and replicated model_fns, which fail on use by name.

@@ -55,7 +55,7 @@ def tpu_estimator_members() -> dict[str, Any]:
 
 # Aliased from the library when present at `install_aliases()` time, else a stub that raises.
 _TRAINING_NAMES = ("train_and_evaluate", "TrainSpec", "EvalSpec", "LatestExporter",
-                   "BestExporter")  # All in train_and_eval.py.
+                   "BestExporter")  # All in api/train_and_eval.py.
 
 ESTIMATOR_HINT = (
     "tpu_estimator_compat re-implements TPUEstimator only: the plain `Estimator` and the "

@@ -12,7 +12,7 @@ line) is executed with its own `__builtins__` whose `__import__` maps every `ten
 import onto `Tf1Module`: `tf.compat.v1` plus the aliases of `aliases.py` (`estimator`,
 `contrib`) and nothing from TF2. Legacy module paths that are no attribute of that view
 (`tensorflow.contrib.tpu.python.tpu`, `tensorflow.python.estimator`) go to the real import,
-where `legacy_imports.py` serves them. TensorFlow itself, this library and third-party packages keep
+where `import_hook.py` serves them. TensorFlow itself, this library and third-party packages keep
 the real `sys.modules['tensorflow']`; no file is rewritten, on disk or in memory. Tensor shapes
 switch to TF1 behaviour (`shape[-1].value`), which TensorFlow only offers process-wide.
 

@@ -32,7 +32,7 @@ def _raise_on_nan_loss(step: int, result: LoopResult) -> None:
 
 
 class CheckpointPolicy(Protocol):
-    """What the driver needs from checkpointing (see `checkpoints.py`)."""
+    """What the driver needs from checkpointing (see `checkpoint/checkpoints.py`)."""
 
     def should_save(self, step: int) -> bool: ...
 

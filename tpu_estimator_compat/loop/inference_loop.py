@@ -6,12 +6,12 @@ Synopsis::
     result = loop(iterator, 10)           # InferenceResult: gathered leaves, masks, losses
     for leaves, mask in result.per_step(): ...
 
-One function per call, as the train loop (`loop.py`): a `tf.while_loop` around
+One function per call, as the train loop (`train_loop.py`): a `tf.while_loop` around
 `strategy.run`, the step count a tensor, called through its flat signature
-(`loop.Dispatch`). With `steps_per_call=1` (`iterations_per_loop=1`, legacy's one step per
+(`plumbing.Dispatch`). With `steps_per_call=1` (`iterations_per_loop=1`, legacy's one step per
 `session.run`) a call runs one step in a function without the loop and its accumulators,
 which on a small model cost more than the step itself. It knows nothing of metrics, hooks,
-checkpoints or model_fns: `inference.py` consumes its results.
+checkpoints or model_fns: `session/inference.py` consumes its results.
 """
 
 from __future__ import annotations

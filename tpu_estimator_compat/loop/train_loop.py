@@ -304,7 +304,7 @@ def compiling(train_loop: TrainLoop, iterator: Any) -> Iterator[None]:
 
     The concrete function is looked up here, in the caller's context (where the loop was
     traced: the lookup is keyed by it), and the thread only executes it, so it enters none
-    of `runtime.RuntimeScope`'s parts, some of which are process-wide, not per thread (the
+    of `strategy_state.RuntimeScope`'s parts, some of which are process-wide, not per thread (the
     strategy's v1 loss scaling, `optimizer_apply`'s switch).
 
     Args:

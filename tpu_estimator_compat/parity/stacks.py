@@ -4,7 +4,7 @@ This module owns how each stack builds a TPUEstimator for a recipe and sees ever
 `_LegacyStack` (`tf.compat.v1.estimator.tpu.TPUEstimator(use_tpu=False)` on TF 2.15, losses
 fetched by a SessionRunHook) and `_ShimStack` (tpu_estimator_compat on TF 2.21, 1 or N
 logical-CPU replicas, losses read from its loop driver through one seam,
-`loop.TrainDriver.run_steps`). It also owns what is done to the user's model_fn on both
+`loop.driver.TrainDriver.run_steps`). It also owns what is done to the user's model_fn on both
 (dropout at rate 0, the train loss and inputs put where the legacy hook can fetch them) and the
 absl flags a recipe sets. TensorFlow and the shim are imported only inside functions.
 """

@@ -62,7 +62,8 @@ class InferenceSession:
     first_loop_steps: int | None = None
 
     def release_input(self) -> None:
-        """Lets go of the iterator, deleted off this thread (`inputs.release_off_thread`)."""
+        """Lets go of the iterator, deleted off this thread
+        (`inputs.distribute.release_off_thread`)."""
         inputs_lib.release_off_thread(self.iterator)
         self.iterator = None
 
@@ -213,7 +214,7 @@ class _Loops:
     built). Tracing creates the variables; a model_fn's own init_from_checkpoint (BERT's
     use_tpu=False path) only set initializers in TF1, so the trace records it in `init_plan`,
     applied only when there is no checkpoint (`_restore`). The loops never hold the
-    iterator: they take it per call, so it is deleted by `inputs.release_off_thread`, not
+    iterator: they take it per call, so it is deleted by `release_off_thread`, not
     wherever the garbage collector runs (the session's hooks reach the loops).
     """
 

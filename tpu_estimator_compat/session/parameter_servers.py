@@ -216,7 +216,7 @@ class ScheduledSteps:
     """
 
     pss: _PSS
-    loop_fn: Any  # The compiled `fn(iterator, n)` of `loop.make_multi_step_train_fn`.
+    loop_fn: Any  # The compiled `fn(iterator, n)` of `train_loop.make_multi_step_train_fn`.
     iterator: Any
     per_worker: int
     scopes: Callable[[], Any]

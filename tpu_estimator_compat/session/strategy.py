@@ -6,7 +6,7 @@ Rules, in order:
 2. `use_tpu=True` and `RunConfig(cluster=TPUClusterResolver(...))` naming a reachable TPU
    (one host or a whole pod): TPUStrategy, which drives every host of the pod from here.
 3. A cluster of several workers, from `TF_CONFIG` or a non-TPU `RunConfig(cluster=...)`:
-   the process-wide MultiWorkerMirroredStrategy (`cluster.py`), whatever `use_tpu` says;
+   the process-wide MultiWorkerMirroredStrategy (`cluster/workers.py`), whatever `use_tpu` says;
    running each worker on its own would train N unsynchronised copies into one model_dir.
    A `TF_CONFIG` cluster with `ps` tasks trains on ParameterServerStrategy driven by its
    chief (`parameter_servers.py`); its evaluation and prediction run on the calling task's

@@ -2,10 +2,10 @@
 
 `TrainSession.run` traces the train loop (which creates the variables), restores the latest
 checkpoint or applies scaffold_fn / init_from_checkpoint / warm start to a fresh model_dir,
-then hands `loop.TrainDriver` the loop and its listeners: the hooks (`hooks.py`), the save
-policy (`save_policy.py`), the stop signals and the legacy training summaries and host_call
-(`summaries.py`). The driver never sees the model; this module never sees the facade, only
-`settings.RunSettings`.
+then hands `loop.driver.TrainDriver` the loop and its listeners: the hooks
+(`loop/hooks.py`), the save policy (`checkpoint/save_policy.py`), the stop signals and the
+legacy training summaries and host_call (`summary/summaries.py`). The driver never sees the
+model; this module never sees the facade, only `settings.RunSettings`.
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ class TrainSession:
         A model_fn's host_call is only known once it has been traced; when it has one, the
         loop is built and traced again with the host_call tensors as outputs. An endless
         input gets a loop without end-of-input checks (`make_multi_step_train_fn`); other
-        input keeps its fixed batch shapes through them (`loop.FixedBatches`).
+        input keeps its fixed batch shapes through them (`plumbing.FixedBatches`).
         `hook_tensors` ((name, dtype) pairs) are model_fn tensors SessionRunHooks fetch,
         returned for every step. With `use_tpu=False` model_fn's v1 summary ops are written
         as legacy's CPU path wrote them (with the loss summary, every `save_summary_steps`):

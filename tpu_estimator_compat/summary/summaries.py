@@ -451,7 +451,7 @@ class TrainSummaries:
         """Writes the summaries due at the steps of the loop that ended at `step`.
 
         `end_time`: when the loop ended, in `time.time()` seconds (events carry it).
-        `starts[k]`: the global step the loop's k-th step started from (`loop.step_starts`;
+        `starts[k]`: the global step the loop's k-th step started from (`train_loop.step_starts`;
         a model_fn may advance it on some steps only). `summaries[k]`: the serialized
         `Summary` of model_fn's v1 summary ops at step k (legacy's CPU path), written in
         the loss summary's event, before the loss, as legacy's `merge_all()` ordered them.

@@ -16,13 +16,14 @@ owns three things:
   (`replica_state.own_collections`), and the global step in `GLOBAL_STEP`.
 * `global_step`: created eagerly before any model_fn runs, as Estimator did.
 
-It knows nothing of modes, specs, input pipelines or checkpoint files; `checkpoints.py` saves
-`VariableRegistry.by_name()` under the names recorded here. The TensorFlow methods it
-replaces during a replica step (`ExponentialMovingAverage.variables_to_restore`, and
-`Graph.name_scope`, whose reset to the root returns a later replica to its own root scope) are
-swapped by `_tf_patches`; this module only builds the replacements. What TF1 code reads off names
-(`v.op.name`, scope-filtered collections) is `tf1_names`'; how each replica thread of one
-traced graph gets its own v1 store and collections is `replica_state`'s.
+It knows nothing of modes, specs, input pipelines or checkpoint files;
+`checkpoint/checkpoints.py` saves `VariableRegistry.by_name()` under the names recorded here.
+The TensorFlow methods it replaces during a replica step
+(`ExponentialMovingAverage.variables_to_restore`, and `Graph.name_scope`, whose reset to the
+root returns a later replica to its own root scope) are swapped by `_tf_patches`; this module
+only builds the replacements. What TF1 code reads off names (`v.op.name`, scope-filtered
+collections) is `tf1_names`'; how each replica thread of one traced graph gets its own v1 store
+and collections is `replica_state`'s.
 """
 
 from __future__ import annotations
