@@ -406,9 +406,9 @@ def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
 
     def loop_sizes(mode, hooks=None, on_tpu=False, steps=None, repeats=8):
         # pylint: disable=protected-access
-        runtime = est._inference_runtime(mode, checkpoint)
-        session = inference._open(est._settings(), runtime, est._plan(mode, runtime.strategy),
-                                  mode, input_fn(repeats, mode == "eval"), checkpoint, on_tpu,
+        _, run = est._inference_run(mode, checkpoint, "evaluate")
+        session = inference._open(run["settings"], run["runtime"], run["plan"], mode,
+                                  input_fn(repeats, mode == "eval"), run["checkpoint"], on_tpu,
                                   hooks)
         try:
             return [result.steps_run for result in session.chunks(steps)]

@@ -314,13 +314,10 @@ class TPUEstimator:
             raise ValueError(
                 "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate "
                 "is running on TPU. Pass eval_batch_size=..., or eval_on_tpu=False.")
-        checkpoint = self._checkpoint_to_use(checkpoint_path, "evaluate")
-        runtime = self._inference_runtime(ModeKeys.EVAL, checkpoint)
+        runtime, run = self._inference_run(ModeKeys.EVAL, checkpoint_path, "evaluate")
         with self._summary_writers.flushing(), self._peer_failures(runtime, "Evaluation"):
-            return inference.evaluate(
-                self._settings(), runtime, self._plan(ModeKeys.EVAL, runtime.strategy),
-                input_fn, checkpoint=checkpoint, on_tpu=on_tpu, hooks=hooks, steps=steps,
-                name=name)
+            return inference.evaluate(input_fn=input_fn, on_tpu=on_tpu, hooks=hooks, steps=steps,
+                                      name=name, **run)
 
     @eager_scope.eager_generator
     def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,
@@ -333,13 +330,11 @@ class TPUEstimator:
             raise ValueError(
                 "predict_batch_size in TPUEstimator constructor cannot be `None` if "
                 ".predict is running on TPU. Pass predict_batch_size=....")
-        checkpoint = self._checkpoint_to_use(checkpoint_path, "predict")
-        runtime = self._inference_runtime(ModeKeys.PREDICT, checkpoint)
+        _, run = self._inference_run(ModeKeys.PREDICT, checkpoint_path, "predict")
         with self._summary_writers.flushing():
-            yield from inference.predict(
-                self._settings(), runtime, self._plan(ModeKeys.PREDICT, runtime.strategy),
-                input_fn, checkpoint=checkpoint, on_tpu=on_tpu, hooks=hooks,
-                predict_keys=predict_keys, yield_single_examples=yield_single_examples)
+            yield from inference.predict(input_fn=input_fn, on_tpu=on_tpu, hooks=hooks,
+                                         predict_keys=predict_keys,
+                                         yield_single_examples=yield_single_examples, **run)
 
     # ------------------------------------------------------------------------------------
     # export
@@ -389,13 +384,18 @@ class TPUEstimator:
                             "initialization to %s.", self._model_dir, what)
         return latest
 
-    def _inference_runtime(self, mode: str, checkpoint: str | None) -> runtime_lib.Runtime:
+    def _inference_run(self, mode: str, checkpoint_path: str | None,
+                       what: str) -> tuple[runtime_lib.Runtime, dict[str, Any]]:
+        """The runtime of one evaluate/predict call, and the inference session's arguments
+        for it: settings, runtime, batch plan and the checkpoint to restore."""
+        checkpoint = self._checkpoint_to_use(checkpoint_path, what)
         # No checkpoint: fresh variables, initialised as legacy's new graph initialised them
         # (global step 0), not the in-memory state a train() left in this process.
         runtime = self._runtime(mode, fresh=checkpoint is None)
         if checkpoint is None:
             self._seed_random()
-        return runtime
+        return runtime, {"settings": self._settings(), "runtime": runtime,
+                         "plan": self._plan(mode, runtime.strategy), "checkpoint": checkpoint}
 
     def _iterations_per_loop(self) -> int:
         parsed = self._config.tpu_config.parsed_iterations_per_loop
