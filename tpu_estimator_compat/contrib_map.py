@@ -167,7 +167,7 @@ ENTRIES: tuple[Entry, ...] = (
     _refused("data.sliding_window_batch",
              "`ds.window(size, shift, stride, drop_remainder=True).flat_map(lambda w: "
              "w.batch(size))`.", kind=NAME),
-    *[_refused(f"data.{n}", f"`tf.data.{n}` (core since TF 1.4; contrib's took "
+    *[_refused(f"data.{n}", f"`tf.compat.v1.data.{n}` (core since TF 1.4; contrib's took "
                             "`num_threads`/`output_buffer_size`).", f"{_TPU} (history)", NAME)
       for n in ("Dataset", "TFRecordDataset", "TextLineDataset", "Iterator")],
     _module("training", REFUSED,
@@ -229,7 +229,9 @@ ENTRIES: tuple[Entry, ...] = (
              "flat_transforms_to_matrices", "matrices_to_flat_transforms"),
             "This library (`contrib_image.py`): TF 1.x's conventions over the "
             "`ImageProjectiveTransformV2` kernel.", f"{_TPU} autoaugment"),
-    _module("util", REFUSED, note="TensorFlow's graph utilities: `tf.compat.v1.graph_util`.",
+    _module("util", REFUSED,
+            note="contrib.util's graph helpers (`ops_used_by_graph_def`, "
+                 "`stripped_op_list_for_graph`) have no public TF 2 home.",
             seen=f"{_TPU}, tensor2tensor"),
     _name("util.constant_value", SERVED, "tf:get_static_value", "`tf.get_static_value`."),
     _name("util.make_tensor_proto", SERVED, "tf:make_tensor_proto", "`tf.make_tensor_proto`."),
@@ -442,13 +444,12 @@ ENTRIES: tuple[Entry, ...] = (
 )
 
 BY_PATH: dict[str, Entry] = {e.path: e for e in ENTRIES}
+# Top-level modules with anything served, in the table's order.
+_SERVED_TOPS = dict.fromkeys(e.path.split(".")[0] for e in ENTRIES if e.status != REFUSED)
 GENERIC_HINT = (
     "tf.contrib was removed in TensorFlow 2 and no maintained library keeps this name under "
     "its legacy path (served: tf.contrib.{}). Replace it with its TF 2, tf_keras or tf-slim "
-    "equivalent; see {}.".format(
-        ", ".join(e.path for e in ENTRIES if "." not in e.path and any(
-            c.status != REFUSED for c in ENTRIES if (c.path + ".").startswith(e.path + "."))),
-        GUIDE))
+    "equivalent; see {}.".format(", ".join(_SERVED_TOPS), GUIDE))
 
 
 def children(path: str) -> list[Entry]:
