@@ -47,9 +47,9 @@ def _by_attribute(path):
 
 def _by_import(path):
     parent, _, leaf = path.rpartition(".")
+    module = f"tensorflow.contrib.{parent}" if parent else "tensorflow.contrib"
     namespace = {}
-    exec(f"from tensorflow.contrib{'.' + parent if parent else ''} import {leaf} as v",  # noqa: S102
-         namespace)
+    exec(f"from {module} import {leaf} as v", namespace)  # noqa: S102
     return namespace["v"]
 
 
@@ -81,8 +81,9 @@ def test_attribute_and_import_routes_agree(entry):
 
 
 def test_the_same_module_on_every_path_and_root():
-    from tensorflow.contrib.keras.api import keras as api_keras  # pylint: disable=import-outside-toplevel
-    import tensorflow.contrib.keras.python.keras as old_keras  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    from tensorflow.contrib.keras.api import keras as api_keras
+    import tensorflow.contrib.keras.python.keras as old_keras
 
     contrib = tf.compat.v1.contrib
     assert api_keras is old_keras is contrib.keras is sys.modules["tensorflow.contrib.keras"]
@@ -153,8 +154,9 @@ def test_served_names_are_the_maintained_objects(path, expected):
 
 
 def test_tensorboard_projector_is_tensorboards_module():
-    import tensorboard.plugins.projector as projector  # pylint: disable=import-outside-toplevel
-    from tensorflow.contrib.tensorboard.plugins import projector as legacy  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    import tensorboard.plugins.projector as projector
+    from tensorflow.contrib.tensorboard.plugins import projector as legacy
 
     assert legacy is projector and legacy.__spec__.name == "tensorboard.plugins.projector"
 
