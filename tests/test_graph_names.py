@@ -1,10 +1,70 @@
-"""graph_names: a TF1 graph's taken names, carried into another graph."""
+"""Summary tags legacy's one TF1 graph uniquified, carried across the shim's separate graphs.
 
+The recorded legacy runs (tests/legacy_recorder/summary_names.py -> tests/goldens/
+summary_names/legacy.json) are replayed on the shim: the same r1 script, whose model_fn
+names an op `learning_rate` (Inception v2), a root variable, a name scope and v1 summaries,
+and whose host_call writes `tf.contrib.summary`, `tf.compat.v2.summary` and
+`tf.compat.v1.summary` summaries under those names. Event files are read back with
+TensorFlow's summary iterator.
+"""
+
+import pytest
 import tensorflow as tf
 
 from tpu_estimator_compat import graph_names
 
 v1 = tf.compat.v1
+
+
+@pytest.fixture
+def recorder():
+    from conftest import legacy_recorder
+
+    return legacy_recorder("summary_names")
+
+
+@pytest.fixture(params=["control_flow_v2", "control_flow_v1"])
+def control_flow(request):
+    """TF 2's default control flow, or v1's (what `disable_v2_behavior()` switches to)."""
+    if request.param == "control_flow_v1":
+        v1.disable_control_flow_v2()
+    try:
+        yield request.param
+    finally:
+        v1.enable_control_flow_v2()
+
+
+@pytest.mark.eight_replicas(mode=["train"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_cpu_path_tags_equal_legacy(tmp_path, strategy, recorder, mode):
+    """use_tpu=False: host_call built in model_fn's graph (`learning_rate_2` after model_fn's
+    op and v1 summary), model_fn's v1 summaries after the global step's and the variables'
+    names (`global_step_1`, `w_1`), eval's host_call after metric_fn (`accuracy_1`)."""
+    module, golden = recorder
+    found = module.run(str(tmp_path), mode, use_tpu=False, distribute=strategy)
+    assert found == golden["cpu"][mode]
+
+
+@pytest.mark.eight_replicas(control_flow=["control_flow_v2"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_tpu_path_tags_equal_legacy_graph(tmp_path, strategy, recorder, control_flow, mode):
+    """use_tpu=True: host_call built in the outer graph, which held model_fn's names only
+    under v1 control flow (`stats_1/norm` there, `stats/norm` with TF 2's), the variables'
+    and the global step's always; legacy's loss summaries after it (`loss_1`, `loss_2`)."""
+    module, golden = recorder
+    found = module.run(str(tmp_path), mode, use_tpu=True, distribute=strategy)
+    written = [tag for tag in found["."] if tag not in module.HOOK_TAGS]
+    assert written == golden["tpu_graph"][control_flow][mode]
+
+
+def test_tpu_loss_summary_after_a_model_fn_loss_scope(tmp_path, recorder, control_flow):
+    """BERT's `tf.variable_scope('loss')` renamed legacy's TPU loss summary only where
+    model_fn's names were in the outer graph (v1 control flow: `loss_1`, then Estimator's
+    own `loss_2`)."""
+    module, golden = recorder
+    found = module.run(str(tmp_path), "train", use_tpu=True, variant="loss_scope")
+    written = [tag for tag in found["."] if tag not in module.HOOK_TAGS]
+    assert written == golden["tpu_graph_loss_scope"][control_flow]
 
 
 def _graph_sequence(names):
@@ -64,3 +124,30 @@ def test_names_taken_by_builds_fn_in_a_scratch_graph_after_the_given_names():
 
     assert graph_names.names_taken_by(fails, structure[:1], graph_names.NameTable()) == (
         graph_names.NameTable())
+
+
+def test_host_call_runner_names_its_summaries_after_the_taken_names(tmp_path):
+    """The traced fn's tags continue the given table; the runner's own arguments take no
+    name a host_call could use (`step`, `flat`)."""
+    from tpu_estimator_compat import contrib_summary, summaries
+
+    summary = contrib_summary.members()
+
+    def host_call_fn(gs, lr):
+        with summary["create_file_writer"](str(tmp_path)).as_default():
+            with summary["always_record_summaries"]():
+                for name in ("learning_rate", "step", "flat", "fresh"):
+                    summary["scalar"](name, lr[0], step=gs[0])
+                return summary["all_summary_ops"]()
+
+    taken = graph_names.NameTable({"learning_rate": 1, "global_step": 1})
+    runner = summaries.HostCallRunner(
+        host_call_fn, [tf.TensorSpec([1], tf.int64), tf.TensorSpec([1], tf.float32)],
+        str(tmp_path), taken)
+    runner.run([tf.constant([0], tf.int64), tf.constant([0.5])], global_step=0)
+    runner.close()
+    import test_summaries
+
+    assert sorted(tag for _, tag, _ in test_summaries.events(str(tmp_path))) == [
+        "flat", "fresh", "learning_rate_1", "step"]
+    assert runner.names_taken().counts["learning_rate"] == 1  # Once more after `taken`.
