@@ -384,7 +384,10 @@ class TraceRecord:
         """
         taken = self.model_names
         if use_tpu and tf.compat.v1.control_flow_v2_enabled():
-            taken = taken.only(variable_names)
+            # The global step's one entry is NAMES_BEFORE_MODEL_FN's: a model_fn op named
+            # `global_step` stayed in the body graph.
+            taken = taken.only(name for name in variable_names
+                               if name != variables_lib.GLOBAL_STEP_NAME)
         return variables_lib.NAMES_BEFORE_MODEL_FN + taken
 
     def observe_graph(self, spec: Any) -> None:
