@@ -20,7 +20,8 @@ makes names taken in another graph, `names_taken_by` learns what a function take
 building it in a scratch graph, `NameTable.unique` gives the name the next op would get.
 
 It knows nothing of estimators, strategies or loops: which names legacy's graph held at which
-point is for its callers to say (`replica_step`, `summaries`, `train_session`, `inference`).
+point is for its callers to say (`variables`, `replica_step`, `summaries`, `train_session`,
+`inference`).
 """
 
 from __future__ import annotations
