@@ -26,6 +26,7 @@ from absl import logging
 from tpu_estimator_compat import background as background_lib
 from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import cluster as cluster_lib
+from tpu_estimator_compat import graph_names
 from tpu_estimator_compat import hooks as hooks_lib
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import inference_loop as loop_lib
@@ -57,6 +58,7 @@ class InferenceSession:
     # predict() off TPU: the first loop's steps; each next loop runs twice as many, up to
     # iterations_per_loop (see CPU_PREDICT_LOOP_STEPS). None: every loop that size.
     first_loop_steps: int | None = None
+    on_tpu: bool = False  # Legacy's TPU path (use_tpu and, for EVAL, eval_on_tpu).
 
     def release_input(self) -> None:
         """Lets go of the iterator, deleted off this thread (`inputs.release_off_thread`)."""
@@ -254,7 +256,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
             CPU_EVAL_LOOP_STEPS if cpu_eval else CPU_PREDICT_LOOP_STEPS,
             plan.global_batch_size, runtime.strategy.num_replicas_in_sync, loop_steps)
     session = InferenceSession(runtime, inference, record, iterator, loop_steps, None,
-                               host_metrics, first_loop if cpu_predict else None)
+                               host_metrics, first_loop if cpu_predict else None, on_tpu)
 
     def fetch_tensors(tensors: HookTensors) -> None:
         # Hooks fetch model_fn tensors (legacy's CPU path): a loop that returns them.
@@ -268,6 +270,20 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
         tensors_per_step=not on_tpu, graph=record.model_graph, loss_name=record.loss_name,
         fetch_tensors=fetch_tensors, training=False, registry=runtime.registry)
     return session
+
+
+def _host_call_names(session: InferenceSession) -> graph_names.NameTable:
+    """The names legacy's graph held when it built an eval host_call's fn.
+
+    As in training (`TraceRecord.host_graph_names`), and metric_fn's: legacy built the
+    `eval_metrics` before the `host_call`, in the same graph, on the CPU and on a TPU.
+    """
+    record = session.record
+    taken = record.host_graph_names(use_tpu=session.on_tpu,
+                                    variable_names=session.runtime.registry.by_name())
+    if record.eval_metrics is not None:
+        taken = taken + graph_names.names_taken_by(*record.eval_metrics, taken)
+    return taken
 
 
 def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
@@ -287,7 +303,7 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
     slices = session.loop.leaf_slices()
     per_example = session.loop.per_example()
     host_call = (summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
-                                              model_dir)
+                                              model_dir, _host_call_names(session))
                  if record.host_call is not None and chief else None)
     global_step = int(session.runtime.global_step.numpy())
 

@@ -219,13 +219,16 @@ class TrainSession:
                          chief: bool) -> "_TrainReporting":
         """host_call and legacy's training summaries; only the chief writes them."""
         settings = self._settings
+        # Legacy built host_call's fn, then its own loss summary, in the graph model_fn's
+        # names were in (or not: `host_graph_names`); their tags are suffixed as there.
+        taken = record.host_graph_names(use_tpu=settings.use_tpu,
+                                        variable_names=self._runtime.registry.by_name())
         host_call = (summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
-                                                  settings.model_dir)
+                                                  settings.model_dir, taken)
                      if record.host_call is not None and chief else None)
-        taken = int(record.loss_name_taken)
         if host_call is not None and settings.config.save_summary_steps:
-            taken += host_call.root_name_taken(summaries_lib.LOSS_TAG)
-        loss_tags = summaries_lib.legacy_loss_tags(taken=taken, use_tpu=settings.use_tpu)
+            taken = taken + host_call.names_taken()
+        loss_tags = summaries_lib.legacy_loss_tags(taken, use_tpu=settings.use_tpu)
         if record.loss_summary_made and not settings.use_tpu:
             loss_tags = ()  # Legacy's Estimator added none: model_fn's `loss` is written.
         rules = summaries_lib.TrainSummaryRules.legacy(
