@@ -53,6 +53,36 @@ def strategy(request) -> tf.distribute.Strategy:
     return make_strategy(request.param)
 
 
+def tensorshape_mode() -> str:
+    """'tf1' when `TensorShape[i]` is a `Dimension` (TF1's shapes), else 'v2'."""
+    return "tf1" if isinstance(tf.TensorShape([1])[0], tf.compat.v1.Dimension) else "v2"
+
+
+@pytest.fixture(params=["v2", "tf1"])
+def tensorshape(request):
+    """Runs the test with TF2's `TensorShape`s and again with TF1's, as scripts switch them.
+
+    `tf.compat.v1.disable_v2_tensorshape()` (also `disable_v2_behavior()` and the launcher's
+    TF1 mode) is process-wide: `shape[i]` becomes a `Dimension`. The mode found before the
+    test is restored after it, and checked, so the switch cannot leak into later tests of
+    the same process. Child processes test the other process-wide switches.
+    """
+    before = tensorshape_mode()
+    if request.param == "tf1":
+        tf.compat.v1.disable_v2_tensorshape()
+    else:
+        tf.compat.v1.enable_v2_tensorshape()
+    try:
+        assert tensorshape_mode() == request.param
+        yield request.param
+    finally:
+        if before == "tf1":
+            tf.compat.v1.disable_v2_tensorshape()
+        else:
+            tf.compat.v1.enable_v2_tensorshape()
+    assert tensorshape_mode() == before
+
+
 @pytest.fixture
 def job(tmp_path):
     """The processes of one multi-process test (`cluster_job.Job`); killed at the end if running."""
