@@ -112,7 +112,7 @@ def test_transform_argument_errors_are_legacys():
 
 def test_output_shape_of_unknown_length_is_checked_when_run_in_both_tensorshape_modes(
         tensorshape):
-    """Its static check is `is_compatible_with([2])` (tf_keras's successor of contrib's
+    """Its static check is `is_compatible_with([2])` (Keras 2.15's successor of contrib's
     `transform` makes the same): a length known only when run passes it in either mode."""
     @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
     def scaled(output_shape):
