@@ -38,7 +38,8 @@ elif MODE != "baseline":
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tests/: conftest, the zoo.
 
-import conftest  # noqa: E402  The test environment and 8 logical CPUs.
+# For its side effects: the test environment's variables and 8 logical CPUs.
+import conftest  # noqa: E402,F401  # pylint: disable=unused-import
 import test_model_zoo as tmz  # noqa: E402
 import zoo_models as zoo  # noqa: E402
 from tpu_estimator_compat import strategy as strategy_lib  # noqa: E402
