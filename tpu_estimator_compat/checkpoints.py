@@ -28,6 +28,7 @@ from absl import logging
 from google.protobuf import text_format
 
 from tpu_estimator_compat import checkpoint_meta, progress
+from tpu_estimator_compat import shapes as shapes_lib
 
 STATE_FILENAME = "checkpoint"
 """Name of the `CheckpointState` text file, as `tf.compat.v1.train.Saver` wrote it."""
@@ -79,8 +80,8 @@ def _check_cross_replica(what: str) -> None:
 
 
 def _shape_str(shape: tf.TensorShape | None) -> str:
-    shape = tf.TensorShape(shape)
-    return str(shape.as_list()) if shape.rank is not None else "<unknown rank>"
+    dims = shapes_lib.static_dims(shape)
+    return str(dims) if dims is not None else "<unknown rank>"
 
 
 @dataclasses.dataclass(frozen=True)

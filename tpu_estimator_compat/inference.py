@@ -34,6 +34,7 @@ from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import progress
 from tpu_estimator_compat import replica_step
 from tpu_estimator_compat import runtime as runtime_lib
+from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import summaries as summaries_lib
 from tpu_estimator_compat import warm_start as warm_start_lib
@@ -132,7 +133,7 @@ def _cpu_loop_steps(structure: dict[str, Any], keys: Sequence[str], most_steps: 
     for spec in tf.nest.flatten([structure.get(key) for key in keys]):
         if spec is None:
             continue
-        dims = spec.shape.as_list() if spec.shape.rank is not None else None
+        dims = shapes_lib.static_dims(spec.shape)
         if (dims is None or dims.count(None) > 1 or (None in dims and not batch)
                 or spec.dtype in (tf.string, tf.variant, tf.resource)):
             return iterations_per_loop  # Unknown size: the loop the user asked for.
@@ -390,7 +391,8 @@ def _initial_values(session: InferenceSession) -> list[Any]:
     and their values divide with `div_no_nan`). The step's values exist only once it ran.
     """
     specs = tf.nest.flatten(session.loop.trace(session.iterator).get("metric_values", {}))
-    return [np.zeros(spec.shape, spec.dtype.as_numpy_dtype)[()] for spec in specs]
+    return [np.zeros(shapes_lib.static_dims(spec.shape), spec.dtype.as_numpy_dtype)[()]
+            for spec in specs]
 
 
 # Steps whose metric updates go to the background thread at once (see `evaluate`).
@@ -409,7 +411,8 @@ def _host_metrics(record: Any, specs: Any, replicas: int) -> metrics_lib.HostMet
     last batch's real rows get it built again for their count (`HostMetrics`). A metric_fn
     that fails on the static axis is built with an unknown one.
     """
-    if any(not spec.shape.rank or spec.shape[0] is None for spec in tf.nest.flatten(specs)):
+    if any(not spec.shape.rank or shapes_lib.static_dim(spec.shape, 0) is None
+           for spec in tf.nest.flatten(specs)):
         return metrics_lib.HostMetrics(record.metric_fn, record.metric_structure, specs)
     try:
         return metrics_lib.HostMetrics(record.metric_fn, record.metric_structure, specs,

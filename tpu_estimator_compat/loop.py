@@ -36,6 +36,7 @@ from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import eager_scope
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import progress
+from tpu_estimator_compat import shapes as shapes_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -583,7 +584,7 @@ def gather_replicas(strategy: tf.distribute.Strategy, value: Any) -> tf.Tensor:
 
 
 def empty_batch(shape: tf.TensorShape, dtype: tf.DType) -> tf.Tensor:
-    dims = [0] + [d if d is not None else 0 for d in shape.as_list()[1:]] if shape.rank else [0]
+    dims = [0] + [d or 0 for d in shapes_lib.static_dims(shape)[1:]] if shape.rank else [0]
     return tf.zeros(dims, dtype) if dtype != tf.string else tf.fill(dims, "")
 
 

@@ -32,6 +32,7 @@ from tpu_estimator_compat import global_step_reads
 from tpu_estimator_compat import graph_names
 from tpu_estimator_compat import keras_env
 from tpu_estimator_compat import metrics as metrics_lib
+from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import variables as variables_lib
 from tpu_estimator_compat import warm_start as warm_start_lib
@@ -572,9 +573,9 @@ def _every_replicas_rows(tensors: Any, mask: Any) -> Any:
     leaves = [tf.convert_to_tensor(leaf) for leaf in tf.nest.flatten(tensors)]
     if mask is None:
         mask = tf.ones(tf.shape(leaves[0])[:1], tf.bool)
-    batch = tf.compat.dimension_value(mask.shape[0])
+    batch = shapes_lib.static_dim(mask.shape, 0)
     per_example = [not leaf.shape.rank or  # Unknown rank: taken as batch-major.
-                   tf.compat.dimension_value(leaf.shape[0]) in (None, batch)
+                   shapes_lib.static_dim(leaf.shape, 0) in (None, batch)
                    for leaf in leaves]
 
     def gather(strategy: tf.distribute.Strategy, leaves: list[Any], mask: Any) -> list[Any]:
