@@ -24,10 +24,10 @@ from typing import Any, Callable, Collection, Mapping, Protocol
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 from google.protobuf import text_format
 
 from tpu_estimator_compat import checkpoint_meta, progress
+from tpu_estimator_compat import log as logging
 
 STATE_FILENAME = "checkpoint"
 """Name of the `CheckpointState` text file, as `tf.compat.v1.train.Saver` wrote it."""

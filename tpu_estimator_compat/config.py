@@ -20,7 +20,8 @@ import tempfile
 from typing import Any, Callable, NamedTuple
 
 import tensorflow as tf
-from absl import logging
+
+from tpu_estimator_compat import log as logging
 
 _TF_CONFIG_ENV = "TF_CONFIG"
 # Not in legacy: how long a silent peer task is tolerated (see `RunConfig.peer_timeout_secs`);

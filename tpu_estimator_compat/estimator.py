@@ -15,7 +15,6 @@ import signal
 from typing import Any, Callable, Iterator, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import cluster as cluster_lib
@@ -29,6 +28,7 @@ from tpu_estimator_compat import hooks as hooks_lib
 from tpu_estimator_compat import inference
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import keras_env
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import optimizer_apply
 from tpu_estimator_compat import parameter_servers
 from tpu_estimator_compat import preemption

@@ -27,9 +27,9 @@ import time
 from typing import Any, Callable
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import checkpoints as checkpoints_lib
+from tpu_estimator_compat import log as logging
 
 _WARN_EVERY_SECS = 600  # Legacy repeated "no checkpoint yet" warnings at most every 10 min.
 

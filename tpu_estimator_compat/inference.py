@@ -21,7 +21,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import background as background_lib
 from tpu_estimator_compat import checkpoints as checkpoints_lib
@@ -30,6 +29,7 @@ from tpu_estimator_compat import hooks as hooks_lib
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import inference_loop as loop_lib
 from tpu_estimator_compat import metrics as metrics_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import progress
 from tpu_estimator_compat import replica_step
 from tpu_estimator_compat import runtime as runtime_lib

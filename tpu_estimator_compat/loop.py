@@ -29,12 +29,12 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_private
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import eager_scope
 from tpu_estimator_compat import inputs as inputs_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import progress
 
 

@@ -19,10 +19,10 @@ import time
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import eager_scope
 from tpu_estimator_compat import evaluator as evaluator_lib
+from tpu_estimator_compat import log as logging
 
 
 class TrainSpec(collections.namedtuple("TrainSpec", [

@@ -16,13 +16,13 @@ import time
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_private
 from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import hooks as hooks_lib
 from tpu_estimator_compat import inputs as inputs_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import loop as loop_lib
 from tpu_estimator_compat import parameter_servers
 from tpu_estimator_compat import preemption

@@ -25,9 +25,9 @@ import re
 from typing import Any, Iterator, Mapping
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_patches, _tf_private
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import variables as variables_lib
 
 
