@@ -269,7 +269,7 @@ class TPUEstimator:
         # on the target and wait forever for each other at the end.
         start_step = cluster_lib.from_chief(runtime.strategy, _step_of_latest(self._model_dir))
         if max_steps is not None and start_step >= max_steps:
-            logging.info("Skipping training since max_steps has already saved.")
+            logging.legacy_info("Skipping training since max_steps has already saved.")
             return self
         target = max_steps if max_steps is not None else (
             start_step + steps if steps is not None else None)
@@ -394,8 +394,8 @@ class TPUEstimator:
             return checkpoint_path
         latest = self.latest_checkpoint()
         if latest is None:
-            logging.warning("Could not find trained model in model_dir: %s, running "
-                            "initialization to %s.", self._model_dir, what)
+            logging.legacy_info("Could not find trained model in model_dir: %s, running "
+                                "initialization to %s.", self._model_dir, what)
         return latest
 
     def _inference_session(self, mode: str, input_fn: Callable[..., Any],
