@@ -22,11 +22,11 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_patches
 from tpu_estimator_compat import background as background_lib
 from tpu_estimator_compat import events_file
+from tpu_estimator_compat import log as logging
 
 _Summary = tf.compat.v1.Summary
 LOSS_TAG = "loss"
