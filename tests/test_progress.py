@@ -114,3 +114,23 @@ def test_evaluation_lines(caplog, steps, on_tpu, loops, expected):
             log.after_loop(n)
         log.finish()
     assert [r.getMessage() for r in caplog.records] == expected
+
+
+@pytest.mark.parametrize("every,loops", [(1, [5, 5]), (3, [4, 7, 1]), (50, [100, 100])])
+def test_a_loop_logs_what_its_steps_one_run_each_would(every, loops):
+    """The per-step rule computed per loop (`TrainLog._contiguous`) equals legacy's walk
+    over the loop's steps, one run each."""
+    whole = progress.TrainLog(log_step_count_steps=every * 2, iterations_per_loop=2,
+                              use_tpu=False, examples_per_step=4)
+    walked = progress.TrainLog(log_step_count_steps=every * 2, iterations_per_loop=2,
+                               use_tpu=False, examples_per_step=4)
+    got, expected, step, now = [], [], 0, 0.0
+    for count in loops:
+        now += count * 0.5
+        got += whole.lines(step + count, np.zeros(count), np.arange(step, step + count), now,
+                           count * 0.5)
+        for k in range(count):
+            expected += walked._after_run(step + k, step + k + 1, 0.0,
+                                          now - count * 0.5 + 0.5 * (k + 1))
+        step += count
+    assert got == expected and got

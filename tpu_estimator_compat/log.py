@@ -71,6 +71,13 @@ def legacy(level: int, msg: str, *args: Any) -> None:
     tf.get_logger().log(level, msg, *args)
 
 
+def legacy_enabled(level: int) -> bool:
+    """Whether a legacy line at `level` would print (lets a caller skip building many)."""
+    import tensorflow as tf
+
+    return tf.get_logger().isEnabledFor(level)
+
+
 def legacy_info(msg: str, *args: Any) -> None:
     """A line legacy logged at INFO (`INFO:tensorflow:...`)."""
     legacy(INFO, msg, *args)

@@ -65,19 +65,19 @@ class _StepTimer:
     """The step rule of legacy's `SecondOrStepTimer(every_steps=n)`, with the time passed in."""
 
     def __init__(self, every: int) -> None:
-        self._every = every
-        self._last: tuple[int, float] | None = None
+        self.every = every
+        self.last: tuple[int, float] | None = None  # The last trigger's (step, time).
 
     def should_trigger(self, step: int) -> bool:
-        if self._last is None:
+        if self.last is None:
             return True
-        if self._last[0] == step:
+        if self.last[0] == step:
             return False
-        return step >= self._last[0] + self._every
+        return step >= self.last[0] + self.every
 
     def update(self, step: int, now: float) -> tuple[int, float] | None:
         """Marks `step` triggered; returns (steps, seconds) since the last trigger, if any."""
-        previous, self._last = self._last, (step, now)
+        previous, self.last = self.last, (step, now)
         if previous is None:
             return None
         return step - previous[0], now - previous[1]
@@ -127,24 +127,49 @@ class TrainLog:
         self._loss = _StepTimer(every) if every is not None and use_tpu else None
         self._runs = 0
 
-    def lines(self, end: int, losses: Any, starts: Any, end_time: float,
-              seconds: float) -> list[Line]:
+    def lines(self, end: int, losses: Any, starts: Any, end_time: float, seconds: float,
+              collect: bool = True) -> list[Line]:
         """The lines of the legacy runs in the loop that ended at global step `end`.
 
         `losses[k]`: step k's loss; `starts[k]`: the global step step k started from;
-        `end_time`: when the loop ended; `seconds`: how long it ran.
+        `end_time`: when the loop ended; `seconds`: how long it ran. `collect=False` only
+        keeps the schedule (nothing would print): no lines are made.
         """
         count = len(losses)
         if self._rate is None or not count:
             return []
         if self._steps_per_run != 1:
             return self._after_run(int(starts[0]), end, losses[-1], end_time)
+        begin = int(starts[0])
+        first, each = end_time - seconds, seconds / count
+        if end - begin == count and int(starts[count - 1]) == end - 1:
+            return self._contiguous(begin, end, first, each, collect)
         begins = np.asarray(starts[:count]).tolist()
         ends = begins[1:] + [end]
-        first, each = end_time - seconds, seconds / count
         out: list[Line] = []
         for k, (start, stop) in enumerate(zip(begins, ends)):
             out += self._after_run(start, stop, losses[k], first + each * (k + 1))
+        return out
+
+    def _contiguous(self, begin: int, end: int, first: float, each: float,
+                    collect: bool) -> list[Line]:
+        """`lines` for a loop whose steps each advanced the global step by one: legacy's
+        per-step rule then fires at every `every`-th step, computed without a per-step walk
+        (one loop of 100 steps was ~0.75 ms that way, on every loop of a fast model)."""
+        rate = self._rate
+        assert rate is not None
+        last = rate.last
+        step = begin + 1 if last is None else max(last[0] + rate.every, begin + 1)
+        out: list[Line] = []
+        for at in range(step, end + 1, rate.every):
+            when = first + each * (at - begin)
+            if last is not None and collect:
+                per_sec = (at - last[0]) / max(when - last[1], 1e-9)
+                out.append(Line(at, "global_step/sec: %g", (per_sec,)))
+                if self._examples_per_step:
+                    out.append(Line(at, "examples/sec: %g", (per_sec * self._examples_per_step,)))
+            last = (at, when)
+        rate.last = last
         return out
 
     def _after_run(self, start: int, end: int, loss: Any, when: float) -> list[Line]:
@@ -182,7 +207,8 @@ def after_loop(train_log: TrainLog | None, *, end: int, target: int | None, loss
                steps_per_sec=len(losses) / max(seconds, 1e-9))
     if chosen != "log" or train_log is None:
         return lambda: None
-    lines = train_log.lines(end, losses, starts, end_time, seconds)
+    printing = log.legacy_enabled(log.INFO)
+    lines = train_log.lines(end, losses, starts, end_time, seconds, collect=printing)
     for line in lines:
         if line.at != end:
             line.emit()
