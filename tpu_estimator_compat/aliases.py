@@ -31,10 +31,10 @@ import types
 from typing import Any, Callable, Iterable, Mapping
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_patches
 from tpu_estimator_compat import contrib_map
+from tpu_estimator_compat import log as logging
 
 _ESTIMATOR_MODULE = "tensorflow.compat.v1.estimator"
 # Every importable name of the estimator namespace (the nested API roots such as
@@ -440,30 +440,6 @@ served_StochasticGradientDescentParameters = _served_parameters(
 
 
 # ---------------------------------------------------------------------------------------------
-# tf.logging
-# ---------------------------------------------------------------------------------------------
-
-
-def bridge_set_verbosity(original: Callable[[int], None]) -> Callable[[int], None]:
-    """`tf.compat.v1.logging.set_verbosity` that also sets absl's verbosity.
-
-    The replacement of patch `aliases.set_verbosity`.
-
-    Legacy Estimator logged through `tf.logging`, so `tf.logging.set_verbosity(INFO)` is how
-    scripts asked to see training progress; this library logs through absl.
-    """
-    from absl.logging import converter
-
-    def set_verbosity(v: int) -> None:
-        original(v)
-        logging.set_verbosity(converter.standard_to_absl(int(v)))
-
-    set_verbosity.__doc__ = original.__doc__
-    set_verbosity.__wrapped__ = original  # type: ignore[attr-defined]
-    return set_verbosity
-
-
-# ---------------------------------------------------------------------------------------------
 # install_aliases
 # ---------------------------------------------------------------------------------------------
 
@@ -517,13 +493,13 @@ def install_aliases() -> None:
     `tensorflow[.compat.v1|.compat.v2].estimator[.tpu|.export]` in `sys.modules`, which
     `from tensorflow.compat.v1 import estimator` needs; `tf.compat.v1.contrib` (also on the
     nested v1 roots); and replaces
-    `tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver` with the no-crash resolver
-    and `tf.compat.v1.logging.set_verbosity` with one that also sets absl's verbosity (the
-    library logs through absl), and adds the TPU embedding optimization parameter classes
+    `tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver` with the no-crash resolver,
+    and adds the TPU embedding optimization parameter classes
     TF 2.21 dropped (`tf.compat.v1.tpu.experimental.AdagradParameters`, ...), and lets
     `tf.compat.v1.summary.FileWriter` be built with eager execution on (`v1_file_writer.py`).
     The TF2 `tf.distribute.cluster_resolver` is left alone: third-party TF2 code probes for a
-    TPU by catching its ValueError. `tf.compat.v1.flags`, `.app` and `.logging` already exist.
+    TPU by catching its ValueError. `tf.compat.v1.flags`, `.app` and `.logging` already exist
+    and stay TensorFlow's own: legacy's lines go through TensorFlow's logger (`log.py`).
     Last, it installs `legacy_imports.LegacyModuleFinder`, which serves `tensorflow.contrib.*`,
     `tensorflow_estimator.*` and `tensorflow.python.estimator.*` as modules.
     """

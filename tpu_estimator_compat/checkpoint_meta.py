@@ -29,9 +29,9 @@ import threading
 from typing import Any, Mapping
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_private
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import shapes as shapes_lib
 
 GLOBAL_STEP_NAME = "global_step"

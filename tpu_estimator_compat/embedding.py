@@ -30,12 +30,12 @@ import weakref
 from typing import Any, Callable
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_private
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import embedding_config as config_lib
 from tpu_estimator_compat import embedding_update
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import variables as variables_lib

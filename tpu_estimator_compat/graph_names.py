@@ -30,9 +30,9 @@ import contextlib
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_private
+from tpu_estimator_compat import log as logging
 
 
 class NameTable:

@@ -35,9 +35,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_patches, _tf_private
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import loop as loop_lib
 from tpu_estimator_compat import variables as variables_lib
 from tpu_estimator_compat import warm_start as warm_start_lib

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import background as background_lib
 from tpu_estimator_compat import checkpoints as checkpoints_lib
@@ -30,6 +30,7 @@ from tpu_estimator_compat import graph_names
 from tpu_estimator_compat import hooks as hooks_lib
 from tpu_estimator_compat import inputs as inputs_lib
 from tpu_estimator_compat import inference_loop as loop_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import progress
 from tpu_estimator_compat import replica_step
@@ -59,7 +60,10 @@ class InferenceSession:
     # predict() off TPU: the first loop's steps; each next loop runs twice as many, up to
     # iterations_per_loop (see CPU_PREDICT_LOOP_STEPS). None: every loop that size.
     first_loop_steps: int | None = None
-    on_tpu: bool = False  # Legacy's TPU path (use_tpu and, for EVAL, eval_on_tpu).
+    # Which of legacy's paths the session follows (TPU: the loop runs on TPU cores).
+    on_tpu: bool = False
+    # evaluate(): when legacy's "Starting evaluation at" line was logged (time.time()).
+    started: float | None = None
 
     def release_input(self) -> None:
         """Lets go of the iterator, deleted off this thread (`inputs.release_off_thread`)."""
@@ -228,6 +232,7 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
                              str(e).splitlines()[0])
                 metrics_in_step = True
                 inference, record = traced(iterator, (), metrics_in_step=True)
+        started = _start(mode)
         saver_map = None
         if record.scaffold_fn is not None:
             with runtime.registry.in_collections():
@@ -257,7 +262,8 @@ def open_session(settings: runtime_lib.RunSettings, runtime: runtime_lib.Runtime
             CPU_EVAL_LOOP_STEPS if cpu_eval else CPU_PREDICT_LOOP_STEPS,
             plan.global_batch_size, runtime.strategy.num_replicas_in_sync, loop_steps)
     session = InferenceSession(runtime, inference, record, iterator, loop_steps, None,
-                               host_metrics, first_loop if cpu_predict else None, on_tpu)
+                               host_metrics, first_loop if cpu_predict else None,
+                               on_tpu=on_tpu, started=started)
 
     def fetch_tensors(tensors: HookTensors) -> None:
         # Hooks fetch model_fn tensors (legacy's CPU path): a loop that returns them.
@@ -319,8 +325,10 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
     # loops are handed over together (one hand-over cost more than a 1-step MLP update).
     background = background_lib.InOrder(name="host_metrics")
     pending: list[tuple[list[Any], Any]] = []
+    eval_log = progress.EvalLog(steps, on_tpu=session.on_tpu)
     try:
         for result in session.chunks(steps):
+            eval_log.after_loop(result.steps_run)
             per_step = (result.per_step()
                         if metrics is not None or host_call is not None else [])
             if metrics is not None:
@@ -349,13 +357,41 @@ def evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
         values.update(dict(zip(record.metric_op_names,
                                last_values or _initial_values(session))))
     results = metrics_lib.finalize_eval_dict(values, mean_loss.result(), global_step)
+    _log_finished(eval_log, session.started, global_step, results, checkpoint)
     if chief:
         summaries_lib.write_eval_summaries(
             os.path.join(model_dir, "eval" if not name else f"eval_{name}"),
             results, global_step, checkpoint)
-    progress.legacy_info("Saving dict for global step %d: %s", global_step,
-                         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
     return results
+
+
+def _start(mode: str) -> float:
+    """The time evaluate() or predict() starts restoring; for evaluate() legacy's line, which it
+    logged before its session restored the checkpoint."""
+    started = time.time()
+    if mode == ModeKeys.EVAL:
+        logging.legacy_info("Starting evaluation at %s",
+                            time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)))
+    return started
+
+
+def _log_finished(eval_log: progress.EvalLog, started: float | None, global_step: int,
+                  results: dict[str, Any], checkpoint: str | None) -> None:
+    """Legacy's lines at the end of an evaluation (evaluation.py, estimator.py), in order.
+
+    The results print as legacy's `_dict_to_str` printed them: sorted, `%s` of each value
+    (numpy scalars as `0.6929308`, not the float64 digits an f-string gives), bytes left out.
+    """
+    eval_log.finish()
+    if started is not None:
+        logging.legacy_info("Inference Time : %.5fs", time.time() - started)
+    logging.legacy_info("Finished evaluation at %s",
+                        time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime()))
+    logging.legacy_info("Saving dict for global step %d: %s", global_step, ", ".join(
+        "%s = %s" % (k, v) for k, v in sorted(results.items()) if not isinstance(v, bytes)))
+    if checkpoint:
+        logging.legacy_info("Saving '%s' summary for global step %d: %s", "checkpoint_path",
+                            global_step, checkpoint)
 
 
 def predict(session: InferenceSession, predict_keys: Sequence[str] | None,

@@ -46,12 +46,12 @@ import time
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_patches
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat.config import InputPipelineConfig
+from tpu_estimator_compat import log as logging
 
 BATCH_SIZE_KEY = "batch_size"
 CONTEXT_KEY = "context"

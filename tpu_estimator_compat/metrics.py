@@ -22,9 +22,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_private
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib
 

@@ -23,7 +23,6 @@ import weakref
 from typing import Any, Callable, Iterable
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_patches
 from tpu_estimator_compat import cluster
@@ -31,6 +30,7 @@ from tpu_estimator_compat import cross_shard
 from tpu_estimator_compat import global_step_reads
 from tpu_estimator_compat import graph_names
 from tpu_estimator_compat import keras_env
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import metrics as metrics_lib
 from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib

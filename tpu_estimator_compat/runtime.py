@@ -14,13 +14,13 @@ import os
 from typing import Any, Callable
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_private
 from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import config as config_lib
 from tpu_estimator_compat import inputs as inputs_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import optimizer_apply
 from tpu_estimator_compat import replica_step
 from tpu_estimator_compat import variables as variables_lib

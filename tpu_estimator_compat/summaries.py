@@ -27,6 +27,7 @@ from tpu_estimator_compat import _tf_patches
 from tpu_estimator_compat import background as background_lib
 from tpu_estimator_compat import events_file
 from tpu_estimator_compat import graph_names
+from tpu_estimator_compat import log as logging
 
 _Summary = tf.compat.v1.Summary
 LOSS_TAG = "loss"

@@ -16,13 +16,13 @@ import time
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat import _tf_private
 from tpu_estimator_compat import checkpoints as checkpoints_lib
 from tpu_estimator_compat import cluster as cluster_lib
 from tpu_estimator_compat import hooks as hooks_lib
 from tpu_estimator_compat import inputs as inputs_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import loop as loop_lib
 from tpu_estimator_compat import parameter_servers
 from tpu_estimator_compat import preemption
@@ -118,9 +118,11 @@ class TrainSession:
         driver = loop_lib.TrainDriver(
             run_steps=run_steps, read_step=read_step, checkpoint=policy,
             listeners=agreed,
-            examples_per_step=self._plan.global_batch_size,
             stop_on_nan_loss=settings.config.stop_on_nan_loss,
-            report_every_steps=settings.iterations_per_loop)
+            train_log=progress.TrainLog(
+                log_step_count_steps=settings.config.log_step_count_steps,
+                iterations_per_loop=settings.iterations_per_loop,
+                use_tpu=settings.use_tpu, examples_per_step=self._plan.global_batch_size))
         try:
             # On parameter servers a loop is one closure per worker.
             final = driver.run(target_step=target if target is not None else 2**62,
@@ -146,7 +148,7 @@ class TrainSession:
                 listener.close()
             inputs_lib.release_off_thread(iterator)
             iterator = None  # (Also what run_steps and fetch_tensors see.)
-        progress.legacy_info("Loss for final step: %s.", driver.last_loss)
+        logging.legacy_info("Loss for final step: %s.", driver.last_loss)
         return preemption.outcome_of(agreed)
 
     def _input(self, input_fn: Callable[..., Any]
