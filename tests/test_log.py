@@ -8,10 +8,12 @@ overlap; each test compares its case's log lines, stdout and final logger state 
 legacy run recorded in tests/goldens/log_lines/legacy.json. In-process tests check that
 neither of the library's channels (`log.py`) touches the logging set-up.
 """
+import ast
 import importlib.util
 import json
 import logging
 import os
+import pathlib
 import subprocess
 import sys
 import time
@@ -152,3 +154,25 @@ def test_legacy_lines_go_through_tensorflows_logger_and_own_lines_through_absls(
         ("tensorflow", "Loss for final step: 0.5."), ("absl", "TPUEstimator runs on something.")]
     # Both name the caller, not log.py, as the line's source (absl's format shows it).
     assert {r.filename for r in caplog.records} == {os.path.basename(__file__)}
+
+
+def test_no_library_module_logs_through_absls_module_functions():
+    # `absl.logging.info(...)` and friends call logging.basicConfig() on a bare root logger
+    # (see log.py), so a module that logs through them can double every `tensorflow` line of
+    # a script. Only log.py and the launcher's stderr writer may import absl's logging; the
+    # parity tool runs as its own program (also on the legacy stack) and configures logging.
+    package = pathlib.Path(log.__file__).parent
+    allowed = {package / "log.py", package / "run.py"}
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        if path in allowed or "parity" in path.relative_to(package).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "absl" and any(
+                    a.name == "logging" for a in node.names):
+                offenders.append(f"{path.relative_to(package)}:{node.lineno}")
+            elif isinstance(node, ast.Import) and any(
+                    a.name == "absl.logging" for a in node.names):
+                offenders.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert not offenders, (f"Log through tpu_estimator_compat.log, not absl.logging: "
+                           f"{offenders}")
