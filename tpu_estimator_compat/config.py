@@ -20,7 +20,8 @@ import tempfile
 from typing import Any, Callable, NamedTuple
 
 import tensorflow as tf
-from absl import logging
+
+from tpu_estimator_compat import log as logging
 
 _TF_CONFIG_ENV = "TF_CONFIG"
 # Not in legacy: how long a silent peer task is tolerated (see `RunConfig.peer_timeout_secs`);
@@ -187,7 +188,7 @@ def _tpu_job_name_from_tf_config() -> str | None:
     service = _load_tf_config().get(_SERVICE_KEY) or {}
     job_name = service.get(_TPU_WORKER_JOB_NAME_KEY) if isinstance(service, dict) else None
     if job_name:
-        logging.info("Load TPU job name from TF_CONFIG: %s", job_name)
+        logging.legacy_info("Load TPU job name from TF_CONFIG: %s", job_name)
     return job_name
 
 
@@ -362,7 +363,7 @@ def _model_dir_with_tf_config(tf_config: dict, model_dir: str | None) -> str | N
                     "value as the model_dir in TF_CONFIG. model_dir: {}\n"
                     "TF_CONFIG[\"model_dir\"]: {}.\nPass the same directory or drop one."
                     .format(model_dir, from_env))
-        logging.info("Using model_dir in TF_CONFIG: %s", from_env)
+        logging.legacy_info("Using model_dir in TF_CONFIG: %s", from_env)
     return model_dir or from_env
 
 
@@ -655,7 +656,7 @@ class RunConfig:
                 save_checkpoints_steps, save_checkpoints_secs)
         tf_config = _load_tf_config()
         if tf_config:
-            logging.info("TF_CONFIG environment variable: %s", tf_config)
+            logging.legacy_info("TF_CONFIG environment variable: %s", tf_config)
 
         self._model_dir = _model_dir_with_tf_config(tf_config, path_to_str(model_dir))
         self._tf_random_seed = tf_random_seed
@@ -966,5 +967,5 @@ def validate_model_dir(constructor_model_dir: str | os.PathLike | None,
     if config_model_dir:
         return config_model_dir
     model_dir = tempfile.mkdtemp()
-    logging.warning("Using temporary folder as model directory: %s", model_dir)
+    logging.legacy_warning("Using temporary folder as model directory: %s", model_dir)
     return model_dir

@@ -46,11 +46,12 @@ import time
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat.cluster import workers as cluster_lib
+from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat.config import InputPipelineConfig
+from tpu_estimator_compat import log as logging
 
 BATCH_SIZE_KEY = "batch_size"
 CONTEXT_KEY = "context"
@@ -397,7 +398,7 @@ def _batch_major(tensor: tf.Tensor, axis: int, batch: int) -> bool:
     (`tf.reshape(images, [-1])`, reshaped back in model_fn); legacy never padded those
     (its TPU evaluation ran a given number of full batches), and neither does this.
     """
-    dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
+    dims = shapes_lib.static_dims(tensor.shape)
     return not dims or len(dims) <= axis or dims[axis] is None or dims[axis] <= batch
 
 
@@ -435,7 +436,7 @@ def _pad_rows(tensor: tf.Tensor, batch: int, axis: int = 0) -> tf.Tensor:
     filler = tf.fill(tf.tensor_scatter_nd_update(shape, [[axis]], [missing]),
                      tf.zeros([], tensor.dtype) if tensor.dtype != tf.string else "")
     padded = tf.concat([tensor, filler], axis)
-    static = tensor.shape.as_list()
+    static = shapes_lib.static_dims(tensor.shape)
     if static:
         static[axis] = batch
         padded.set_shape(static)

@@ -12,7 +12,7 @@ Two layers, as in Orbit. `make_multi_step_train_fn` compiles ONE `tf.function` h
 lengths never retrace, no Python runs per step, and the host calls the traced function
 through its flat signature (`Dispatch`), so a loop costs about one C++ function call.
 `TrainDriver` is the outer loop:
-`while step < target: n = min(target - step, per_loop); run n; maybe checkpoint; report`.
+`while step < target: n = min(target - step, per_loop); run n; report; maybe checkpoint`.
 The driver gets a step-runner, a global-step reader, a checkpoint policy and listeners; it
 never sees a model, a dataset or a strategy. The evaluate/predict loop, built on the same
 pieces (`Dispatch`, `FixedBatches`), is `inference_loop.py`'s.
@@ -29,13 +29,14 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.v1_state import eager_scope
 from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.summary import progress
+from tpu_estimator_compat import shapes as shapes_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -513,14 +514,12 @@ class TrainDriver:
     read_step: Callable[[], int]
     checkpoint: CheckpointPolicy
     listeners: Sequence[LoopListener] = ()
-    examples_per_step: int | None = None
     clock: Callable[[], float] = time.monotonic
     stop_on_nan_loss: bool = False
-    # Progress lines at most every this many steps (one-step loops would log every step).
-    report_every_steps: int = 1
-    last_loss: float | None = None
+    # Legacy's progress lines (`progress.TrainLog`); None: none.
+    train_log: progress.TrainLog | None = None
+    last_loss: np.float32 | None = None
     _target: int | None = None
-    _reported: int | None = None
 
     def run(self, *, target_step: int, iterations_per_loop: int) -> int:
         """Trains until the global step reaches `target_step` or input runs out.
@@ -542,11 +541,21 @@ class TrainDriver:
             result = self.run_steps(n)
             seconds = max(self.clock() - start, 1e-9)
             step = result.global_step if result.global_step is not None else self.read_step()
-            self._report(step, result, seconds)
+            if result.steps_run:
+                self.last_loss = np.float32(result.losses[result.steps_run - 1])
+                # The library's own line per loop (legacy's progress lines follow legacy's
+                # steps); bench/run_shim.py stamps loop ends with it.
+                logging.debug("global_step = %d, loss = %s, global_step/sec = %.4g", step,
+                              self.last_loss, result.steps_run / seconds)
+            rest = progress.after_loop(
+                self.train_log, end=step, target=self._target,
+                losses=result.losses[:result.steps_run], starts=result.starts(step),
+                end_time=time.time(), seconds=seconds)
             if self.stop_on_nan_loss:
                 _raise_on_nan_loss(step, result)
             if self.checkpoint.should_save(step):
                 self.checkpoint.save(step)
+            rest()
             stop = [listener.after_loop(step, result, seconds) for listener in self.listeners]
             if result.steps_run < n:
                 logging.info("input_fn is exhausted: training stopped at global step %d after "
@@ -555,21 +564,6 @@ class TrainDriver:
             if any(stop):
                 break
         return step
-
-    def _report(self, step: int, result: LoopResult, seconds: float) -> None:
-        if not result.steps_run:
-            return
-        self.last_loss = result.last_loss
-        if self._reported is None:
-            self._reported = step - result.steps_run
-        if step - self._reported < self.report_every_steps and step != self._target:
-            return
-        self._reported = step
-        rate = result.steps_run / seconds
-        progress.report(step=step, target=self._target, loss=result.last_loss,
-                        steps_per_sec=rate,
-                        examples_per_sec=rate * self.examples_per_step
-                        if self.examples_per_step else None)
 
 
 def gather_replicas(strategy: tf.distribute.Strategy, value: Any) -> tf.Tensor:
@@ -583,7 +577,7 @@ def gather_replicas(strategy: tf.distribute.Strategy, value: Any) -> tf.Tensor:
 
 
 def empty_batch(shape: tf.TensorShape, dtype: tf.DType) -> tf.Tensor:
-    dims = [0] + [d if d is not None else 0 for d in shape.as_list()[1:]] if shape.rank else [0]
+    dims = [0] + [d or 0 for d in shapes_lib.static_dims(shape)[1:]] if shape.rank else [0]
     return tf.zeros(dims, dtype) if dtype != tf.string else tf.fill(dims, "")
 
 

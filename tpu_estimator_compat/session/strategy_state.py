@@ -14,13 +14,13 @@ import os
 from typing import Any, Callable
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat import config as config_lib
 from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.step import optimizer_apply
 from tpu_estimator_compat.step import replica_step
 from tpu_estimator_compat.v1_state import variables as variables_lib
