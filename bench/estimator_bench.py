@@ -4,7 +4,7 @@ The shim (`run_shim.py`, TF 2.21) and legacy (`run_legacy.py`, TF 2.15) differ o
 an estimator is built and how train-call ends are observed; `measure()` does the rest
 identically, so the two stacks run the same model_fn, the same input_fns and the same
 timing code. Legacy exposes per-step `SessionRunHook`s; the shim rejects hooks, so its
-per-loop ends come from its own `global_step = N, ...` progress log line. Both are
+per-loop ends come from its own `global_step = N, ...` DEBUG log line. Both are
 (cumulative steps, clock) stamps for `common.steady_rate`.
 
 Imported on TF 2.15 too: `tf.compat.v1` only.

@@ -8,9 +8,9 @@ which falls back to MirroredStrategy over them (and wraps CrossShardOptimizer).
 As contender `shim_nosum` it runs with `RunConfig(save_summary_steps=0)`: none of legacy's
 training summaries, the setting the raw loop (which writes none) is compared with.
 
-The shim rejects hooks, so loop ends are stamped from its progress log line
+The shim rejects hooks, so loop ends are stamped from its own DEBUG log line
 `global_step = N, loss = ..., global_step/sec = ...`, written once per loop right after the
-compiled loop returns.
+compiled loop returns (`loop.TrainDriver`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class _LoopClock(logging.Handler):
     """Stamps (global step, clock) when the shim reports a finished loop."""
 
     def __init__(self) -> None:
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.stamps: list[tuple[int, float, float]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -49,7 +49,7 @@ class ShimStack:
         self._spec = spec
         self._shim = shim
         self.spec_cls = shim.TPUEstimatorSpec
-        absl_logging.set_verbosity(absl_logging.INFO)
+        absl_logging.set_verbosity(absl_logging.DEBUG)
         self._clock = _LoopClock()
         absl_logging.get_absl_logger().addHandler(self._clock)
 

@@ -19,6 +19,12 @@
 #    (tests/legacy_recorder/model_fn_summary_writer.py -> tests/goldens/model_fn_summary_writer/).
 #  - how RunConfig read TF_CONFIG, errors included
 #    (tests/legacy_recorder/tf_config.py -> tests/goldens/tf_config/).
+#  - the tags of summaries named after names model_fn took (host_call, model_fn, loss), on the
+#    CPU path and in the graph of legacy's TPU path
+#    (tests/legacy_recorder/summary_names.py -> tests/goldens/summary_names/).
+#  - what scripts print through Python's logging under `python SCRIPT.py`: verbosity settings,
+#    absl flags, no app.run, a tiny TPUEstimator's progress lines
+#    (tests/legacy_recorder/log_lines.py -> tests/goldens/log_lines/).
 # The default test run reads the goldens and never needs the legacy venv.
 #
 # --variant: the legacy stack rounds Eigen's conv kernels differently on another CPU kind, so
@@ -58,5 +64,7 @@ if [ -z "$models" ]; then
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/hook_fetches.py
   .venv-legacy/bin/python tests/legacy_recorder/tf_config.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/model_fn_summary_writer.py
+  .venv-legacy/bin/python tests/legacy_recorder/summary_names.py
+  .venv-legacy/bin/python tests/legacy_recorder/log_lines.py
 fi
 du -sh tests/goldens

@@ -53,6 +53,36 @@ def strategy(request) -> tf.distribute.Strategy:
     return make_strategy(request.param)
 
 
+def tensorshape_mode() -> str:
+    """'tf1' when `TensorShape[i]` is a `Dimension` (TF1's shapes), else 'v2'."""
+    return "tf1" if isinstance(tf.TensorShape([1])[0], tf.compat.v1.Dimension) else "v2"
+
+
+@pytest.fixture(params=["v2", "tf1"])
+def tensorshape(request):
+    """Runs the test with TF2's `TensorShape`s and again with TF1's, as scripts switch them.
+
+    `tf.compat.v1.disable_v2_tensorshape()` (also `disable_v2_behavior()` and the launcher's
+    TF1 mode) is process-wide: `shape[i]` becomes a `Dimension`. The mode found before the
+    test is restored after it, and checked, so the switch cannot leak into later tests of
+    the same process. Child processes test the other process-wide switches.
+    """
+    before = tensorshape_mode()
+    if request.param == "tf1":
+        tf.compat.v1.disable_v2_tensorshape()
+    else:
+        tf.compat.v1.enable_v2_tensorshape()
+    try:
+        assert tensorshape_mode() == request.param
+        yield request.param
+    finally:
+        if before == "tf1":
+            tf.compat.v1.disable_v2_tensorshape()
+        else:
+            tf.compat.v1.enable_v2_tensorshape()
+    assert tensorshape_mode() == before
+
+
 @pytest.fixture
 def job(tmp_path):
     """The processes of one multi-process test (`cluster_job.Job`); killed at the end if running."""
@@ -94,17 +124,18 @@ def legacy_recorder(name: str):
 # in alphabetical order test_realworld.py (~2 min alone) came last, and one worker ran it while
 # the other sat idle. Longest first, the short files fill in at the end (the longest-job-first
 # rule); files not listed keep their alphabetical order after these. Within a file the order
-# is unchanged.
+# is unchanged. test_shapes.py was placed later, by its measured CPU time (two child
+# processes of ~32 s of CPU each), beside test_eager_scope.py's six children.
 _HEAVY_FILES_FIRST = (
     "test_realworld.py", "test_parity.py", "test_model_zoo.py", "test_safety.py",
     "test_legacy_models.py", "test_estimator.py", "test_embedding.py", "test_inference.py",
     "test_warm_start.py", "test_summaries.py", "test_hooks.py", "test_migration_guide.py",
     "test_multi_worker.py", "test_metrics.py", "test_optimizer_apply.py", "test_run.py",
-    "test_preemption.py", "test_loop.py", "test_eager_scope.py", "test_contrib_summary.py",
-    "test_parameter_servers.py", "test_tf_patches.py", "test_replica_step.py",
-    "test_variables.py", "test_cross_shard.py", "test_keras_env.py", "test_train_and_eval.py",
-    "test_inputs.py", "test_import_hook.py", "test_strategy_state.py", "test_saved_model.py",
-    "test_evaluator.py",
+    "test_preemption.py", "test_loop.py", "test_eager_scope.py", "test_shapes.py",
+    "test_contrib_summary.py", "test_parameter_servers.py", "test_tf_patches.py",
+    "test_replica_step.py", "test_variables.py", "test_cross_shard.py", "test_keras_env.py",
+    "test_train_and_eval.py", "test_inputs.py", "test_import_hook.py", "test_strategy_state.py",
+    "test_saved_model.py", "test_evaluator.py",
 )
 
 

@@ -124,12 +124,10 @@ def test_compat_v2_estimator_imports_as_a_module():
 
 def test_install_is_idempotent():
     before = (tf.estimator, tf.compat.v1.contrib,
-              tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver,
-              tf.compat.v1.logging.set_verbosity)
+              tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver)
     tpu_estimator_compat.install_aliases()
     assert (tf.estimator, tf.compat.v1.contrib,
-            tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver,
-            tf.compat.v1.logging.set_verbosity) == before
+            tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver) == before
 
 
 def test_missing_estimator_symbol_names_it_and_the_fix():
@@ -197,17 +195,21 @@ def test_training_names_are_the_library_s_own():
     assert est.WarmStartSettings is tpu_estimator_compat.WarmStartSettings
 
 
-def test_v1_flags_app_logging_exist_and_set_verbosity_reaches_absl():
+def test_v1_flags_app_logging_exist_and_are_tensorflows_own():
+    """`tf.logging.set_verbosity` sets TensorFlow's logger only, as on legacy: setting absl's
+    verbosity too marked `--verbosity` as set, and `app.run` then left logging at WARNING."""
+    import logging
+
     assert tf.compat.v1.flags.DEFINE_string is not None
     assert callable(tf.compat.v1.app.run)
-    previous = absl_logging.get_verbosity()
+    assert tf.compat.v1.logging.set_verbosity.__module__ == "tensorflow.python.platform.tf_logging"
+    previous = (tf.get_logger().level, absl_logging.get_verbosity())
     try:
         tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
-        assert absl_logging.get_verbosity() == absl_logging.WARNING
-        tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
-        assert absl_logging.get_verbosity() == absl_logging.INFO
+        assert tf.get_logger().level == logging.WARNING
+        assert absl_logging.get_verbosity() == previous[1]
     finally:
-        absl_logging.set_verbosity(previous)
+        tf.get_logger().setLevel(previous[0])
 
 
 # ---------------------------------------------------------------------------------------------

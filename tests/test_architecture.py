@@ -4,9 +4,10 @@ Every module of `tpu_estimator_compat/` is parsed (no import runs) and each impo
 those inside functions included, is resolved to the package module it names. The rules are
 the ones migration_guide/architecture.md draws:
 
-- every module belongs to a layer: a subpackage of `LAYERS`, the vocabulary at the top level
-  (`config.py`, `tpu_config.py`, `spec.py`), or a tool on top (`__init__.py`, `run.py`,
-  `parity/`);
+- every module belongs to a layer: a subpackage of `LAYERS`, the base at the top level
+  (`log.py`, `shapes.py`: below everything, every layer logs and reads shapes), the
+  vocabulary at the top level (`config.py`, `tpu_config.py`, `spec.py`), or a tool on top
+  (`__init__.py`, `run.py`, `parity/`);
 - a module imports its own layer or lower ones, never a higher one, and nothing but a tool
   imports the package root or a tool;
 - no import cycle between modules, whatever their layers;
@@ -32,8 +33,9 @@ PACKAGE = "tpu_estimator_compat"
 ROOT = pathlib.Path(__file__).resolve().parent.parent / PACKAGE
 
 # Bottom to top: a module may import modules of its own layer and of the layers before it.
-LAYERS = ("_tf", "cluster", "vocabulary", "v1_state", "contrib", "summary", "checkpoint",
-          "export", "inputs", "embedding", "step", "loop", "session", "api", "legacy")
+LAYERS = ("base", "_tf", "cluster", "vocabulary", "v1_state", "contrib", "summary",
+          "checkpoint", "export", "inputs", "embedding", "step", "loop", "session", "api", "legacy")
+BASE = ("log", "shapes")
 VOCABULARY = ("config", "tpu_config", "spec")
 TOOLS = ("__init__", "run", "parity")  # On top, outside the order; the library never imports them.
 MAX_MODULE_LINES = 700
@@ -52,9 +54,12 @@ class Module:
         head = self.name.split(".")[0]
         if head in TOOLS or not self.name:
             return "tools"
+        if head in BASE and "." not in self.name:
+            return "base"
         if head in VOCABULARY and "." not in self.name:
             return "vocabulary"
-        if head in LAYERS and head != "vocabulary" and (self.is_package or "." in self.name):
+        if (head in LAYERS and head not in ("base", "vocabulary")
+                and (self.is_package or "." in self.name)):
             return head
         return None
 

@@ -110,6 +110,20 @@ def test_transform_argument_errors_are_legacys():
         contrib_image.rotate(_image(), np.zeros([1, 1]))
 
 
+def test_output_shape_of_unknown_length_is_checked_when_run_in_both_tensorshape_modes(
+        tensorshape):
+    """Its static check is `is_compatible_with([2])` (Keras 2.15's successor of contrib's
+    `transform` makes the same): a length known only when run passes it in either mode."""
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    def scaled(output_shape):
+        return contrib_image.transform(_image(), [1, 0, 0, 0, 1, 0, 0, 0],
+                                       output_shape=output_shape)
+
+    np.testing.assert_array_equal(scaled(tf.constant([5, 5])), _image())
+    with pytest.raises(ValueError, match="output_shape must be a 1-D Tensor of 2 elements"):
+        contrib_image.transform(_image(), [1, 0, 0, 0, 1, 0, 0, 0], output_shape=[[5, 5]])
+
+
 def _augmenting_input_fn(params):
     """An input_fn augmenting in `Dataset.map`, as RandAugment does (TF1 graph ops there)."""
     images = np.stack([_image(4, 4, 1, np.float32) + i for i in range(8)])

@@ -12,16 +12,17 @@ import textwrap
 
 import pytest
 import tensorflow as tf
+import tf_keras
 import tf_slim
 import tf_slim.nets.inception
 import tf_slim.nets.inception_v3
 from tf_slim.training import evaluation as slim_evaluation
 
 import tpu_estimator_compat
-from tpu_estimator_compat.legacy import contrib_names
 from tpu_estimator_compat.legacy import namespaces
 from tpu_estimator_compat.cluster import tpu_resolver
 from tpu_estimator_compat.contrib import image as contrib_image
+from tpu_estimator_compat.legacy import contrib_standins
 from tpu_estimator_compat.contrib import lookup as contrib_lookup
 from tpu_estimator_compat.export import saved_model as export_lib
 from tpu_estimator_compat.contrib import hparams as hparams_lib
@@ -72,12 +73,23 @@ _FORMS = [
     ("from tensorflow.contrib import lookup as m", "m.index_table_from_tensor",
      contrib_lookup.index_table_from_tensor),
     ("from tensorflow.contrib import estimator as m", "m.clip_gradients_by_norm",
-     contrib_names.clip_gradients_by_norm),
+     contrib_standins.clip_gradients_by_norm),
     # RandAugment / AutoAugment (tensorflow/tpu efficientnet and detection, and
     # noisystudent `randaugment.py`: `contrib_image.rotate`, `translate`, `transform`).
     ("from tensorflow.contrib import image as m", "m.rotate", contrib_image.rotate),
     ("from tensorflow.contrib.image.python.ops import image_ops as m", "m.transform",
      contrib_image.transform),
+    # tensorflow/tpu cifar_keras.py (`contrib_keras.layers` in model_fn); research code.
+    ("from tensorflow.contrib import keras as m", "m.layers.Conv2D", tf_keras.layers.Conv2D),
+    ("from tensorflow.contrib.keras import layers, models, backend as K\nm = layers",
+     "(m.Dense, models.Model, K.floatx)",
+     (tf_keras.layers.Dense, tf_keras.Model, tf_keras.backend.floatx)),
+    ("from tensorflow.contrib.keras.api.keras.models import Sequential as m", "m",
+     tf_keras.Sequential),
+    ("from tensorflow.contrib.keras.api.keras.applications.vgg19 import VGG19 as m", "m",
+     tf_keras.applications.vgg19.VGG19),
+    ("from tensorflow.contrib.keras.python.keras.layers import Dense as m", "m",
+     tf_keras.layers.Dense),
     ("import tensorflow.contrib.tpu as m", "m.TPUConfig", _T.TPUConfig),
     ("import tensorflow.contrib.cluster_resolver\nm = tensorflow.contrib.cluster_resolver",
      "m.TPUClusterResolver", tpu_resolver.TPUClusterResolver),
@@ -258,7 +270,7 @@ def test_unrunnable_legacy_symbols_fail_when_used():
                                                                    r"DNNClassifier`"):
         Mine(hidden_units=[2], feature_columns=[])
     # Served since: a CheckpointSaverHook replacing the estimator's saver, as legacy took it.
-    assert async_checkpoint.AsyncCheckpointSaverHook is contrib_names.AsyncCheckpointSaverHook
+    assert async_checkpoint.AsyncCheckpointSaverHook is contrib_standins.AsyncCheckpointSaverHook
 
 
 def test_load_global_step_reads_a_real_checkpoint(tmp_path):

@@ -541,13 +541,16 @@ def test_cpu_path_metrics_read_after_the_last_update(tmp_path, spec_type):
     assert results["iou"].shape == ()
 
 
-def test_static_replicas_gives_metric_fn_the_concatenated_batch_axis():
+def test_static_replicas_gives_metric_fn_the_concatenated_batch_axis(tensorshape):
     """`static_replicas=N`: metric_fn sees axis 0 as N times each spec's, as legacy TPU's
     metric_fn saw N cores' fixed-shape outfeeds concatenated. Another row count (a padded
-    last batch's real rows) gets metric_fn built again for it, into the same totals."""
+    last batch's real rows) gets metric_fn built again for it, into the same totals. The
+    same with TF1's shapes, where metric_fn gets `Dimension`s (tensorflow/tpu unet3d after
+    `disable_v2_behavior()`: `unhashable type: 'Dimension'` once)."""
     seen = []
 
     def metric_fn(x):
+        assert isinstance(x.shape[0], tf.compat.v1.Dimension) == (tensorshape == "tf1")
         seen.append(x.shape.as_list())
         return {"n": tf.compat.v1.metrics.mean(tf.size(x, out_type=tf.float32))}
 
@@ -562,6 +565,23 @@ def test_static_replicas_gives_metric_fn_the_concatenated_batch_axis():
         with pytest.raises(ValueError, match=r"has shape \(4, 3\), but its spec needs "
                                              r"\[None, 2\]"):
             host.update([np.ones((4, 3), np.float32)])
+
+
+def test_static_replicas_with_an_unknown_batch_axis_builds_it_unknown(tensorshape):
+    """Specs whose axis 0 is unknown (with TF1's shapes a `Dimension(None)`, which is not
+    None) get metric_fn built once, with axis 0 unknown, for every row count."""
+    seen = []
+
+    def metric_fn(x, y):
+        seen.append((x.shape.as_list(), y.shape.rank))
+        return {"m": tf.compat.v1.metrics.mean(x), "n": tf.compat.v1.metrics.mean(y)}
+
+    specs = [tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec(None, tf.float32)]
+    with HostMetrics(metric_fn, [0, 0], specs, static_replicas=2) as host:
+        result = _run(host, [[np.ones((5, 2), np.float32), np.full(5, 2.0, np.float32)],
+                             [np.ones((3, 2), np.float32), np.full(3, 2.0, np.float32)]])
+    assert result == {"m": np.float32(1.0), "n": np.float32(2.0)}
+    assert seen == [([None, 2], None)]
 
 
 def _shared_state_metric_fn(labels, values):

@@ -58,7 +58,8 @@ def _latest_step(model_dir):
 
 
 def _trained(job, name):
-    return max([int(s) for s in re.findall(r"global_step = (\d+)", job.log(name))] or [0])
+    # Legacy's TPU progress line, `loss = ..., step = N` after every loop here.
+    return max([int(s) for s in re.findall(r", step = (\d+)", job.log(name))] or [0])
 
 
 def _start_pair(job, phase, spec, model_dir, extra=()):

@@ -338,7 +338,7 @@ def test_tf1_script_writes_summary_protos_with_a_top_level_file_writer(tmp_path)
 
 
 def test_tf1_mode_choice_names_the_packages_the_script_needs_in_tf1_packages(
-        tmp_path, monkeypatch, caplog):
+        tmp_path, monkeypatch, capsys):
     """rowanz/grover `discrimination/run_discrimination.py` failed at import with only
     "module 'tensorflow._api.v2.train' has no attribute 'Optimizer'" (its sibling package
     `lm` keeps the real TF2 API); the launcher now says which flag gives it the TF1 API."""
@@ -352,13 +352,11 @@ def test_tf1_mode_choice_names_the_packages_the_script_needs_in_tf1_packages(
         (repo / name).write_text(text)
     monkeypatch.syspath_prepend(str(repo))
     script = str(repo / "disc" / "run.py")
-    with caplog.at_level("WARNING"):
-        assert run_lib._choose_tf1_mode("auto", script, tf1_mode.UserCode.for_script(script))
-    assert re.search(r"Package lm, which the script imports from outside its directory, uses "
-                     r"TF1-only names \(optim.py:2 tf.train.Optimizer\).*"
-                     r"--tf1_packages=lm", caplog.text)
-    caplog.clear()
-    with caplog.at_level("WARNING"):
-        assert run_lib._choose_tf1_mode(
-            "auto", script, tf1_mode.UserCode.for_script(script, packages=["lm"]))
-    assert "--tf1_packages" not in caplog.text
+    # Written straight to stderr in absl's format: the script's logging is not set up yet.
+    assert run_lib._choose_tf1_mode("auto", script, tf1_mode.UserCode.for_script(script))
+    assert re.search(r"^W\d{4} .* run\.py:\d+\] Package lm, which the script imports from "
+                     r"outside its directory, uses TF1-only names \(optim.py:2 "
+                     r"tf.train.Optimizer\).*--tf1_packages=lm", capsys.readouterr().err, re.M)
+    assert run_lib._choose_tf1_mode(
+        "auto", script, tf1_mode.UserCode.for_script(script, packages=["lm"]))
+    assert "--tf1_packages" not in capsys.readouterr().err

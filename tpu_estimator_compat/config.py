@@ -17,7 +17,8 @@ import tempfile
 from typing import Any, Callable
 
 import tensorflow as tf
-from absl import logging
+
+from tpu_estimator_compat import log as logging
 
 from tpu_estimator_compat.cluster import tf_config as tf_config_lib
 from tpu_estimator_compat.cluster.tf_config import ClusterInfo, TaskType
@@ -236,7 +237,7 @@ class RunConfig:
                 save_checkpoints_steps, save_checkpoints_secs)
         tf_config = tf_config_lib.load()
         if tf_config:
-            logging.info("TF_CONFIG environment variable: %s", tf_config)
+            logging.legacy_info("TF_CONFIG environment variable: %s", tf_config)
 
         self._model_dir = tf_config_lib.model_dir(tf_config, path_to_str(model_dir))
         self._tf_random_seed = tf_random_seed
@@ -540,5 +541,5 @@ def validate_model_dir(constructor_model_dir: str | os.PathLike | None,
     if config_model_dir:
         return config_model_dir
     model_dir = tempfile.mkdtemp()
-    logging.warning("Using temporary folder as model directory: %s", model_dir)
+    logging.legacy_warning("Using temporary folder as model directory: %s", model_dir)
     return model_dir

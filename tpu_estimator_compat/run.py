@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import inspect
+import logging as py_logging
 import os
 import runpy
 import sys
 from typing import Any, Sequence
 
-from absl import logging
+from absl import logging as absl_logging
 
 import tpu_estimator_compat  # noqa: F401  Sets TF_USE_LEGACY_KERAS before TensorFlow loads.
 from tpu_estimator_compat.legacy import aliases
 from tpu_estimator_compat import config as config_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.session import strategy_state as runtime
 from tpu_estimator_compat.legacy import tf1_mode
 
@@ -154,18 +157,28 @@ def legacy_numpy_printing() -> bool:
     return True
 
 
-def _announce(msg: str, *args: Any) -> None:
-    """Logs one INFO line even before the script raised absl's verbosity to INFO.
+def _say(level: int, msg: str, *args: Any, depth: int = 1) -> None:
+    """Writes one launcher line to stderr in absl's format, touching no logging state.
 
-    Which mode a script runs in decides what its `tf` names mean, so the user should always
-    see it; the script's own verbosity is restored at once.
+    Which mode a script runs in decides what its `tf` names mean, so the user always sees
+    it. It is written before the script runs: through absl (a verbosity raised for it, or
+    `absl.logging.info`'s `basicConfig()` on a bare root logger) it would mark `--verbosity`
+    as set, so the script's `app.run` would not raise logging to INFO, and would give the
+    root logger a handler, through which `tensorflow` lines would print twice. The script's
+    logging must be exactly what it would be under `python SCRIPT.py`.
     """
-    previous = logging.get_verbosity()
-    logging.set_verbosity(max(previous, logging.INFO))
-    try:
-        logging.info(msg, *args)
-    finally:
-        logging.set_verbosity(previous)
+    caller = inspect.currentframe()
+    for _ in range(depth):
+        caller = caller.f_back
+    record = py_logging.LogRecord("absl", level, __file__, caller.f_lineno, msg, args, None,
+                                  caller.f_code.co_name)
+    sys.stderr.write(absl_logging.get_absl_log_prefix(record) + record.getMessage() + "\n")
+    sys.stderr.flush()
+
+
+def _announce(msg: str, *args: Any) -> None:
+    """One launcher INFO line (`_say`)."""
+    _say(py_logging.INFO, msg, *args, depth=2)
 
 
 def _choose_tf1_mode(mode: str, script: str, user_code: tf1_mode.UserCode) -> bool:
@@ -174,13 +187,13 @@ def _choose_tf1_mode(mode: str, script: str, user_code: tf1_mode.UserCode) -> bo
         return mode == "on"
     found = tf1_mode.detect(script, user_code)
     for package, evidence in found.outside_tf1:
-        logging.warning(
-            "Package %s, which the script imports from outside its directory, uses TF1-only "
-            "names (%s%s) and keeps the real TF2 API there, so they will fail. Add "
-            "--tf1_packages=%s (before the script) to give it the TF1 API.", package,
-            ", ".join(evidence[:_EVIDENCE_SHOWN]),
-            ", ..." if len(evidence) > _EVIDENCE_SHOWN else "",
-            ",".join(p for p, _ in found.outside_tf1))
+        _say(py_logging.WARNING,
+             "Package %s, which the script imports from outside its directory, uses TF1-only "
+             "names (%s%s) and keeps the real TF2 API there, so they will fail. Add "
+             "--tf1_packages=%s (before the script) to give it the TF1 API.", package,
+             ", ".join(evidence[:_EVIDENCE_SHOWN]),
+             ", ..." if len(evidence) > _EVIDENCE_SHOWN else "",
+             ",".join(p for p, _ in found.outside_tf1))
     if not found.is_tf1:
         _announce("TF1 mode: off (auto: %d file(s) scanned, no TF1-only names on "
                   "`import tensorflow`).", len(found.files))
@@ -190,9 +203,9 @@ def _choose_tf1_mode(mode: str, script: str, user_code: tf1_mode.UserCode) -> bo
               ", ..." if len(found.tf1) > _EVIDENCE_SHOWN else "", ", ".join(user_code.roots),
               f" and packages {', '.join(user_code.packages)}" if user_code.packages else "")
     if found.tf2:
-        logging.warning("TF1 mode is on, but these names exist only in TF2 and will fail: %s. "
-                        "Use tf.compat.v2.<name> for them, or --tf1_mode=off.",
-                        ", ".join(found.tf2))
+        _say(py_logging.WARNING, "TF1 mode is on, but these names exist only in TF2 and will "
+             "fail: %s. Use tf.compat.v2.<name> for them, or --tf1_mode=off.",
+             ", ".join(found.tf2))
     return True
 
 

@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
+
+from tpu_estimator_compat import log as logging
 
 
 class ModeKeys:

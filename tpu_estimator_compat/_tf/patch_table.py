@@ -213,13 +213,6 @@ PATCHES: tuple[Patch, ...] = (
         why="Legacy scripts build a resolver unconditionally; with no TPU the real one raises "
             "before the estimator can fall back to GPUs or the CPU.",
         build="tpu_estimator_compat.legacy.aliases:no_crash_tpu_cluster_resolver"),
-    Patch(
-        name="aliases.set_verbosity",
-        target="tensorflow.compat.v1.logging.set_verbosity",
-        why="Scripts ask for training progress with tf.logging.set_verbosity(INFO); this "
-            "library logs through absl, whose verbosity must follow.",
-        build="tpu_estimator_compat.legacy.aliases:bridge_set_verbosity",
-        signature="(v)"),
     *(Patch(
         name=f"aliases.{name}",
         target=f"tensorflow.compat.v1.tpu.experimental.{name}",

@@ -33,7 +33,7 @@ import types
 import weakref
 from typing import Any, Callable, Iterable, Iterator
 
-from absl import logging
+from tpu_estimator_compat import log as logging
 
 # The table and its vocabulary live in `patch_table.py`; re-exported for the library.
 from tpu_estimator_compat._tf.patch_table import (  # pylint: disable=unused-import

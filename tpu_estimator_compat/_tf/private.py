@@ -214,6 +214,27 @@ def set_graph_collections(graph, collections):
         graph._collections = collections  # pylint: disable=protected-access
 
 
+# A TF1 graph names ops and name scopes (and so v1 and `tf.contrib.summary` tags) through one
+# uniquifier: `Graph.unique_name` counts every name taken in the graph's private
+# `_names_in_use` ({lowercased name: count}). Legacy built model_fn, metric_fn and host_call
+# into one graph; the shim traces them into separate ones and carries the counts across
+# (`graph_names`). Public `unique_name` only tests or takes one name at a time: no public API
+# lists a graph's taken names or marks a name taken without creating an op.
+def graph_names_in_use(graph) -> dict:
+    """A copy of the names `graph` has taken: {lowercased name: times taken}."""
+    with graph._lock:  # pylint: disable=protected-access
+        return dict(graph._names_in_use)  # pylint: disable=protected-access
+
+
+def mark_graph_names_in_use(graph, counts) -> None:
+    """Marks each name of `counts` taken in `graph` at least that many times."""
+    with graph._lock:  # pylint: disable=protected-access
+        names = graph._names_in_use  # pylint: disable=protected-access
+        for name, count in counts.items():
+            if names.get(name, 0) < count:
+                names[name] = count
+
+
 # `tf.compat.v1.get_variable` and `variable_scope` find their variable store and scope store
 # as the single element of the graph collections in VARIABLE_STORE_COLLECTIONS, and create
 # them lazily when the collection is empty. `variables.replica_scope` gives every replica

@@ -16,7 +16,6 @@ import signal
 from typing import Any, Callable, Iterator, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.cluster import workers as cluster_lib
@@ -31,6 +30,7 @@ from tpu_estimator_compat.session import inference
 from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.v1_state import keras_env
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.step import optimizer_apply
 from tpu_estimator_compat.session import parameter_servers
 from tpu_estimator_compat.cluster import preemption
@@ -262,7 +262,7 @@ class TPUEstimator:
         # on the target and wait forever for each other at the end.
         start_step = cluster_lib.from_chief(runtime.strategy, _step_of_latest(self._model_dir))
         if max_steps is not None and start_step >= max_steps:
-            logging.info("Skipping training since max_steps has already saved.")
+            logging.legacy_info("Skipping training since max_steps has already saved.")
             return self
         target = max_steps if max_steps is not None else (
             start_step + steps if steps is not None else None)
@@ -380,8 +380,8 @@ class TPUEstimator:
             return checkpoint_path
         latest = self.latest_checkpoint()
         if latest is None:
-            logging.warning("Could not find trained model in model_dir: %s, running "
-                            "initialization to %s.", self._model_dir, what)
+            logging.legacy_info("Could not find trained model in model_dir: %s, running "
+                                "initialization to %s.", self._model_dir, what)
         return latest
 
     def _inference_run(self, mode: str, checkpoint_path: str | None,

@@ -27,9 +27,9 @@ import time
 from typing import Any, Callable
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
+from tpu_estimator_compat import log as logging
 
 _WARN_EVERY_SECS = 600  # Legacy repeated "no checkpoint yet" warnings at most every 10 min.
 
@@ -63,23 +63,24 @@ class ContinuousEvaluation:
     def run(self) -> tuple[dict[str, Any] | None, list[Any]]:
         """Evaluates new checkpoints until one reaches max_steps; returns the last result."""
         if self._spec.start_delay_secs:
-            logging.info("Waiting %s secs before starting eval.", self._spec.start_delay_secs)
+            logging.legacy_info("Waiting %f secs before starting eval.",
+                                self._spec.start_delay_secs)
             self._sleep(self._spec.start_delay_secs)
         while True:
             start = self._clock()
             step = self.evaluate_once()
             if step is not None and self._max_steps and step >= self._max_steps:
-                logging.info("Exiting evaluation, global_step=%s >= train max_steps=%s",
-                             step, self._max_steps)
+                logging.legacy_info("Exiting evaluation, global_step=%s >= train max_steps=%s",
+                                    step, self._max_steps)
                 return self.eval_result, self.export_results
             remaining = self._spec.throttle_secs - (self._clock() - start)
             if remaining > 0:
-                logging.info("Waiting %f secs before starting next eval run.", remaining)
+                logging.legacy_info("Waiting %f secs before starting next eval run.", remaining)
                 self._sleep(remaining)
             elif self._spec.throttle_secs == 0 and step is None:
-                logging.warning("EvalSpec.throttle_secs is set as 0. This might overload the "
-                                "job before finding (next) new checkpoint. Please consider to "
-                                "increase it.")
+                logging.legacy_warning(
+                    "EvalSpec.throttle_secs is set as 0. This might overload the job before "
+                    "finding (next) new checkpoint. Please consider to increase it.")
 
     def evaluate_once(self) -> int | None:
         """Evaluates and exports the latest checkpoint if it is new; returns its global step.

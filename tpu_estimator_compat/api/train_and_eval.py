@@ -19,10 +19,10 @@ import time
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat.v1_state import eager_scope
 from tpu_estimator_compat.api import evaluator as evaluator_lib
+from tpu_estimator_compat import log as logging
 
 
 class TrainSpec(collections.namedtuple("TrainSpec", [
@@ -169,8 +169,8 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
         now = self._clock()
         if (self._last_eval_time is not None and
                 now - self._last_eval_time < self._spec.throttle_secs):
-            logging.info("Skip the current checkpoint eval due to throttle secs (%s secs).",
-                         self._spec.throttle_secs)
+            logging.legacy_info("Skip the current checkpoint eval due to throttle secs (%s secs).",
+                                self._spec.throttle_secs)
             return
         self._evaluate(global_step_value)
 
@@ -209,7 +209,7 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec,
             "For distributed training, there can only be one `evaluator` task (with task id "
             f"0).  Given task id {config.task_id}")
     if not config.cluster_spec and config.task_type != "evaluator":
-        logging.info("Running training and evaluation locally (non-distributed).")
+        logging.legacy_info("Running training and evaluation locally (non-distributed).")
         return _run_local(estimator, train_spec, eval_spec)
     role = config.task_type
     logging.info("Running train_and_evaluate as task %s/%s of a cluster.", role, config.task_id)
@@ -243,10 +243,10 @@ def train_and_evaluate(estimator: Any, train_spec: TrainSpec,
 def _run_local(estimator: Any, train_spec: TrainSpec,
                eval_spec: EvalSpec) -> tuple[dict[str, Any] | None, list[Any]]:
     config = estimator.config
-    logging.info("Start train and evaluate loop. The evaluate will happen after every "
-                 "checkpoint. Checkpoint frequency is determined based on RunConfig "
-                 "arguments: save_checkpoints_steps %s or save_checkpoints_secs %s.",
-                 config.save_checkpoints_steps, config.save_checkpoints_secs)
+    logging.legacy_info("Start train and evaluate loop. The evaluate will happen after every "
+                        "checkpoint. Checkpoint frequency is determined based on RunConfig "
+                        "arguments: save_checkpoints_steps %s or save_checkpoints_secs %s.",
+                        config.save_checkpoints_steps, config.save_checkpoints_secs)
     listener = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps)
     estimator.train(train_spec.input_fn, max_steps=train_spec.max_steps,
                     hooks=list(train_spec.hooks),

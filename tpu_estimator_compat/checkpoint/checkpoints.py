@@ -24,11 +24,11 @@ from typing import Any, Callable, Collection, Mapping, Protocol
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 from google.protobuf import text_format
 
 from tpu_estimator_compat.checkpoint import meta as checkpoint_meta
-from tpu_estimator_compat.summary import progress
+from tpu_estimator_compat import log as logging
+from tpu_estimator_compat import shapes as shapes_lib
 
 STATE_FILENAME = "checkpoint"
 """Name of the `CheckpointState` text file, as `tf.compat.v1.train.Saver` wrote it."""
@@ -80,8 +80,8 @@ def _check_cross_replica(what: str) -> None:
 
 
 def _shape_str(shape: tf.TensorShape | None) -> str:
-    shape = tf.TensorShape(shape)
-    return str(shape.as_list()) if shape.rank is not None else "<unknown rank>"
+    dims = shapes_lib.static_dims(shape)
+    return str(dims) if dims is not None else "<unknown rank>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +227,7 @@ class V1Saver:
         """
         _check_cross_replica("V1Saver.restore")
         reader = _open_checkpoint(prefix, "V1Saver.restore(prefix=...)")
+        logging.legacy_info("Restoring parameters from %s", prefix)  # A TF1 Saver's line.
         shapes = reader.get_variable_to_shape_map()
         dtypes = reader.get_variable_to_dtype_map()
         mismatches = []
@@ -474,7 +475,9 @@ class CheckpointManager:
         self._unpublish(path)
         # Forgotten until rewritten: if the rewrite crashes, its files may be mixed old/new.
         self._checkpoints = [r for r in self._checkpoints if r.path != path]
-        progress.legacy_info("Saving checkpoints for %d into %s.", step, path)
+        # Legacy's saver hook named its save path, the prefix without the step.
+        logging.legacy_info("Saving checkpoints for %d into %s.", step,
+                            os.path.join(self._model_dir, self._basename))
         meta_graph = self._meta_graph_bytes()
         self._saver.save(path)
         _atomic_write(path + ".meta", meta_graph())

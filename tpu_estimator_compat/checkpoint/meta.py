@@ -29,9 +29,10 @@ import threading
 from typing import Any, Mapping
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat import log as logging
+from tpu_estimator_compat import shapes as shapes_lib
 
 GLOBAL_STEP_NAME = "global_step"
 
@@ -42,7 +43,7 @@ def _zeros_like(variable: tf.Variable) -> tuple[tf.Tensor, bool]:
     """Zeros of `variable`'s dtype and shape (unknown dimensions: 0); whether it was known."""
     shape = variable.shape
     known = shape.is_fully_defined()
-    dims = [d if d is not None else 0 for d in shape.as_list()] if shape.rank is not None else []
+    dims = [d or 0 for d in shapes_lib.static_dims(shape) or []]
     return tf.zeros(dims, dtype=variable.dtype), known
 
 

@@ -22,7 +22,7 @@ import signal
 import threading
 from typing import Any
 
-from absl import logging
+from tpu_estimator_compat import log as logging
 
 LOCK_NAME = ".tpu_estimator_compat.lock"
 

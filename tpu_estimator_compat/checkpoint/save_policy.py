@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable, Protocol
 
-from absl import logging
+from tpu_estimator_compat import log as logging
 
 
 class Writer(Protocol):

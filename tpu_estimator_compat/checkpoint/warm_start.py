@@ -25,10 +25,10 @@ import re
 from typing import Any, Iterator, Mapping
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.v1_state import variables as variables_lib
 
 
@@ -255,6 +255,7 @@ def saver_var_map(var_list: Any) -> dict[str, Any]:
 def restore_through_map(checkpoint: str, var_map: Mapping[str, Any]) -> None:
     """Restores each variable from the checkpoint tensor its map key names."""
     reader = tf.train.load_checkpoint(checkpoint)
+    logging.legacy_info("Restoring parameters from %s", checkpoint)  # The Saver's line.
     shapes = reader.get_variable_to_shape_map()
     missing = sorted(name for name in var_map if name not in shapes)
     if missing:
@@ -276,12 +277,14 @@ def warm_start(settings: str | WarmStartSettings, variables: Mapping[str, tf.Var
     if isinstance(settings, str):
         settings = WarmStartSettings(settings)
     path = _checkpoint_file(settings.ckpt_to_initialize_from)
+    logging.legacy_info("Warm-starting from: %s", settings.ckpt_to_initialize_from)
     reader = tf.train.load_checkpoint(path)
     shapes = reader.get_variable_to_shape_map()
     selector = settings.vars_to_warm_start
     if selector is None:
         return 0
     if isinstance(selector, str):
+        logging.legacy_info("Warm-starting variables only in TRAINABLE_VARIABLES.")
         candidates = [n for n in variables if n in trainable and re.match(selector, n)]
     else:
         candidates = [n for n in variables
@@ -294,5 +297,6 @@ def warm_start(settings: str | WarmStartSettings, variables: Mapping[str, tf.Var
             continue
         variables[name].assign(reader.get_tensor(source))
         count += 1
-    logging.info("Warm-started %d variables from %s.", count, path)
+    logging.legacy_info("Warm-started %d variables.", count)
+    logging.debug("Warm-started %d variables from %s.", count, path)
     return count

@@ -30,9 +30,9 @@ import dataclasses
 from typing import Any, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat.cluster import workers as cluster_lib
+from tpu_estimator_compat import log as logging
 
 EXIT_PREEMPTED = 143  # 128 + SIGTERM; TensorFlow's preemption handler exits with it too.
 EXIT_INTERRUPTED = 130  # 128 + SIGINT.

@@ -14,7 +14,8 @@ import os
 from typing import NamedTuple
 
 import tensorflow as tf
-from absl import logging
+
+from tpu_estimator_compat import log as logging
 
 _TF_CONFIG_ENV = "TF_CONFIG"
 _RPC_LAYER_KEY = "rpc_layer"
@@ -63,7 +64,7 @@ def tpu_job_name() -> str | None:
     service = load().get(_SERVICE_KEY) or {}
     job_name = service.get(_TPU_WORKER_JOB_NAME_KEY) if isinstance(service, dict) else None
     if job_name:
-        logging.info("Load TPU job name from TF_CONFIG: %s", job_name)
+        logging.legacy_info("Load TPU job name from TF_CONFIG: %s", job_name)
     return job_name
 
 
@@ -84,7 +85,7 @@ def model_dir(tf_config: dict, model_dir: str | None) -> str | None:
                     "value as the model_dir in TF_CONFIG. model_dir: {}\n"
                     "TF_CONFIG[\"model_dir\"]: {}.\nPass the same directory or drop one."
                     .format(model_dir, from_env))
-        logging.info("Using model_dir in TF_CONFIG: %s", from_env)
+        logging.legacy_info("Using model_dir in TF_CONFIG: %s", from_env)
     return model_dir or from_env
 
 

@@ -16,7 +16,8 @@ import os
 from typing import Any
 
 import tensorflow as tf
-from absl import logging
+
+from tpu_estimator_compat import log as logging
 
 _DMI_PRODUCT_NAME = "/sys/class/dmi/id/product_name"
 

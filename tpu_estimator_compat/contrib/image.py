@@ -75,7 +75,10 @@ def transform(images: Any, transforms: Any, interpolation: str = "NEAREST",
         if output_shape is None:
             output_shape = tf.shape(batched)[1:3]
         output_shape = tf.convert_to_tensor(output_shape, tf.int32, name="output_shape")
-        if output_shape.shape.rank != 1 or output_shape.shape[0] != 2:
+        # The check of contrib's successor (Keras 2.15 `image_preprocessing.transform`): the
+        # same in both TensorShape modes, where `shape[0] != 2` let an unknown length through
+        # as a Dimension (None: falsy) and refused it as v2's None.
+        if not output_shape.shape.is_compatible_with([2]):
             raise ValueError("output_shape must be a 1-D Tensor of 2 elements: "
                              "new_height, new_width")
         transforms = _rows(transforms, "transforms", 8,

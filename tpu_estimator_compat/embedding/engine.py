@@ -32,12 +32,13 @@ import weakref
 from typing import Any, Callable
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.embedding import config as config_lib
 from tpu_estimator_compat.embedding import update as embedding_update
+from tpu_estimator_compat import log as logging
+from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat.v1_state import variables as variables_lib
 
@@ -429,8 +430,8 @@ class _Lookup:
         values = _checked(tf.cast(ids.values, tf.int64), feature, table)
         example = ids.indices[:, 0]
         batch = ids.dense_shape[0]
-        # dimension_value: scripts that call `disable_v2_behavior()` get v1 Dimensions.
-        static_batch = tf.compat.dimension_value(ids.shape[0])
+        # An int: scripts that call `disable_v2_behavior()` get v1 Dimensions.
+        static_batch = shapes_lib.static_dim(ids.shape, 0)
         if static_batch is None:
             static_batch = batch
         if weights is None:

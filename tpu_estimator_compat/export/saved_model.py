@@ -35,8 +35,8 @@ import time
 from typing import Any, Callable, Mapping
 
 import tensorflow as tf
-from absl import logging
 
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.export import serving
 from tpu_estimator_compat import spec as spec_lib
 # The `tf.estimator.export` names live in serving.py; they are re-exported here because legacy

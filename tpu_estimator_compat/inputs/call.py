@@ -15,7 +15,8 @@ import inspect
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
-from absl import logging
+
+from tpu_estimator_compat import log as logging
 
 from tpu_estimator_compat.inputs.context import (BATCH_SIZE_KEY, CONTEXT_KEY, BatchPlan,
                                                  TPUContext, copy_params, set_param)

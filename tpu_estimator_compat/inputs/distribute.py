@@ -29,8 +29,8 @@ import time
 from typing import Any, Callable
 
 import tensorflow as tf
-from absl import logging
 
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.inputs.call import call_input_fn, plain_graph, to_dataset

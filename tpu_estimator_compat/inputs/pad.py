@@ -14,6 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat.inputs.call import plain_graph, split_element
 
 MASK_KEY = "padding_mask"
@@ -34,7 +35,7 @@ def _batch_major(tensor: tf.Tensor, axis: int, batch: int) -> bool:
     (`tf.reshape(images, [-1])`, reshaped back in model_fn); legacy never padded those
     (its TPU evaluation ran a given number of full batches), and neither does this.
     """
-    dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
+    dims = shapes_lib.static_dims(tensor.shape)
     return not dims or len(dims) <= axis or dims[axis] is None or dims[axis] <= batch
 
 
@@ -72,7 +73,7 @@ def _pad_rows(tensor: tf.Tensor, batch: int, axis: int = 0) -> tf.Tensor:
     filler = tf.fill(tf.tensor_scatter_nd_update(shape, [[axis]], [missing]),
                      tf.zeros([], tensor.dtype) if tensor.dtype != tf.string else "")
     padded = tf.concat([tensor, filler], axis)
-    static = tensor.shape.as_list()
+    static = shapes_lib.static_dims(tensor.shape)
     if static:
         static[axis] = batch
         padded.set_shape(static)

@@ -9,10 +9,9 @@
 This module owns `install_aliases()`, the one function that puts the legacy namespaces onto
 the real TensorFlow modules through `_tf/patches.py` (the `aliases.*` patches, whose
 replacements are built here): `tf.compat.v1.estimator` (`estimator_names.py`),
-`tf.compat.v1.contrib` (`contrib_names.py`), the no-crash `TPUClusterResolver`
-(`cluster/tpu_resolver.py`), the TPU embedding parameter classes TF 2.21 dropped and the
-`tf.logging` verbosity bridge; then it installs the import hook (`import_hook.py`), which
-serves the same namespaces under module paths such as `tensorflow.contrib.tpu`. Nothing
+`tf.compat.v1.contrib` (`contrib_namespace.py`, from the table of `contrib_map.py`), the
+no-crash `TPUClusterResolver` (`cluster/tpu_resolver.py`) and the TPU embedding parameter
+classes TF 2.21 dropped; then it installs the import hook (`import_hook.py`), which serves the same namespaces under module paths such as `tensorflow.contrib.tpu`. Nothing
 happens at import time. It must not know about scripts or TF1 mode (`tf1_mode.py`), nor what
 the namespaces hold or how the estimator runs.
 """
@@ -24,11 +23,10 @@ import sys
 import threading
 from typing import Any, Callable
 
-from absl import logging
-
 from tpu_estimator_compat._tf import patches as _tf_patches
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.cluster import tpu_resolver
-from tpu_estimator_compat.legacy import contrib_names
+from tpu_estimator_compat.legacy import contrib_namespace as contrib_tree_lib
 from tpu_estimator_compat.legacy import estimator_names
 from tpu_estimator_compat.legacy import import_hook
 from tpu_estimator_compat.legacy import namespaces as namespaces_lib
@@ -63,30 +61,6 @@ served_StochasticGradientDescentParameters = _served_parameters(
 
 
 # ---------------------------------------------------------------------------------------------
-# tf.logging
-# ---------------------------------------------------------------------------------------------
-
-
-def bridge_set_verbosity(original: Callable[[int], None]) -> Callable[[int], None]:
-    """`tf.compat.v1.logging.set_verbosity` that also sets absl's verbosity.
-
-    The replacement of patch `aliases.set_verbosity`.
-
-    Legacy Estimator logged through `tf.logging`, so `tf.logging.set_verbosity(INFO)` is how
-    scripts asked to see training progress; this library logs through absl.
-    """
-    from absl.logging import converter
-
-    def set_verbosity(v: int) -> None:
-        original(v)
-        logging.set_verbosity(converter.standard_to_absl(int(v)))
-
-    set_verbosity.__doc__ = original.__doc__
-    set_verbosity.__wrapped__ = original  # type: ignore[attr-defined]
-    return set_verbosity
-
-
-# ---------------------------------------------------------------------------------------------
 # install_aliases
 # ---------------------------------------------------------------------------------------------
 
@@ -104,7 +78,7 @@ def _namespaces() -> dict[str, Any]:
     with _built_lock:
         if not _built:
             _built.update(estimator=estimator_names.build_estimator_namespace(),
-                          contrib=contrib_names.build_contrib_namespace())
+                          contrib=contrib_tree_lib.ContribTree().root())
         return dict(_built)
 
 
@@ -135,9 +109,8 @@ def install_aliases() -> None:
     `tensorflow[.compat.v1|.compat.v2].estimator[.tpu|.export]` in `sys.modules`, which
     `from tensorflow.compat.v1 import estimator` needs; `tf.compat.v1.contrib` (also on the
     nested v1 roots); and replaces
-    `tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver` with the no-crash resolver
-    and `tf.compat.v1.logging.set_verbosity` with one that also sets absl's verbosity (the
-    library logs through absl), and adds the TPU embedding optimization parameter classes
+    `tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver` with the no-crash resolver,
+    and adds the TPU embedding optimization parameter classes
     TF 2.21 dropped (`tf.compat.v1.tpu.experimental.AdagradParameters`, ...), and lets
     `tf.compat.v1.summary.FileWriter` be built with eager execution on
     (`contrib/v1_file_writer.py`).

@@ -31,7 +31,8 @@ import threading
 import types
 from typing import Any, Callable, Sequence
 
-from tpu_estimator_compat.legacy import contrib_names
+from tpu_estimator_compat.legacy import contrib_map
+from tpu_estimator_compat.legacy import contrib_namespace
 from tpu_estimator_compat.legacy import estimator_names
 from tpu_estimator_compat.legacy import namespaces
 
@@ -196,10 +197,13 @@ def _build_contrib(name: str, parts: Sequence[str]) -> types.ModuleType | None:
         # names included (`tpu_estimator.ExportSavedModelApiVersion`).
         relative = f"tpu.{parts[3]}"
         return _build_private_estimator(name, relative, f"{_TFE_PRIVATE}.{relative}")
+    if len(parts) == 1 or parts[1] != "python" or ".".join(parts[:2]) in contrib_map.BY_PATH:
+        # The attribute route decides (`tensorflow.contrib.keras.api.keras.models` is
+        # `tf.contrib.keras.api.keras.models`): the same module, or None for a name that is
+        # none, refused or missing.
+        return contrib_namespace.module_at(contrib, parts)
     sub = getattr(contrib, parts[0])
-    if len(parts) == 1:
-        return sub
-    if parts[1] != "python" or len(parts) > _CONTRIB_MODULE_DEPTH:
+    if len(parts) > _CONTRIB_MODULE_DEPTH:
         return None
     sources: list[Callable[[], Any]] = [lambda: sub]
     twin_name = f"{parts[0]}.{parts[-1]}"
@@ -214,7 +218,7 @@ def _build_contrib(name: str, parts: Sequence[str]) -> types.ModuleType | None:
         # After `tf.contrib.tpu`: its names (this library's TPUEstimator, the mapped
         # `cross_replica_sum`) win over the core module's.
         sources.append(lambda: core)
-    return _namespace(name, f"tf.contrib.{rest}", sources, hint=contrib_names.CONTRIB_HINT)
+    return _namespace(name, f"tf.contrib.{rest}", sources, hint=contrib_map.error_hint(rest))
 
 
 def _core_tpu_twin(rest: str) -> types.ModuleType | None:
@@ -249,13 +253,17 @@ def _no_such_module(fullname: str) -> LegacyImportError:
     parent, _, symbol = fullname.rpartition(".")
     root = next((r for r in _ESTIMATOR_ROOTS if fullname.startswith(r + ".")), None)
     if parent.startswith(_CONTRIB):
-        display, hint = "tf.contrib" + fullname[len(_CONTRIB):], contrib_names.CONTRIB_HINT
-    elif root is not None:
-        display, hint = "tf.estimator" + fullname[len(root):], estimator_names.ESTIMATOR_HINT
+        # The table's hint for this very path, as the attribute route gives it.
+        display = "tf.contrib" + fullname[len(_CONTRIB):]
+        hint = contrib_map.error_hint(fullname[len(_CONTRIB) + 1:])
     else:
-        display = fullname.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
-        hint = estimator_names.ESTIMATOR_HINT
-    hint = getattr(sys.modules.get(parent), "_alias_hint", None) or hint
+        if root is not None:
+            display = "tf.estimator" + fullname[len(root):]
+            hint = estimator_names.ESTIMATOR_HINT
+        else:
+            display = fullname.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
+            hint = estimator_names.ESTIMATOR_HINT
+        hint = getattr(sys.modules.get(parent), "_alias_hint", None) or hint
     return LegacyImportError(
         f"`{display}` is not available on TensorFlow 2 through tpu_estimator_compat "
         f"(importing {symbol!r} from {parent!r}). {hint}", name=fullname)

@@ -37,10 +37,9 @@ import threading
 import types
 from typing import Any, Iterable, Sequence
 
-from absl import logging
-
 from tpu_estimator_compat.legacy import aliases
 from tpu_estimator_compat.legacy import import_hook as legacy_imports
+from tpu_estimator_compat import log as logging
 
 # Real packages under `tensorflow/` that are not part of any public API; user code that
 # imports them (`from tensorflow.python.ops import array_ops`) gets the real modules.

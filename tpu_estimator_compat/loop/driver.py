@@ -6,7 +6,7 @@ Synopsis::
                          read_step=lambda: int(global_step.numpy()), checkpoint=policy)
     driver.run(target_step=100, iterations_per_loop=10)
 
-`while step < target: n = min(target - step, per_loop); run n; maybe checkpoint; report`.
+`while step < target: n = min(target - step, per_loop); run n; report; maybe checkpoint`.
 The driver gets a step-runner, a global-step reader, a checkpoint policy and listeners; it
 never sees a model, a dataset or a strategy (the compiled loop is `train_loop.py`'s).
 """
@@ -17,8 +17,9 @@ import dataclasses
 import time
 from typing import Callable, Protocol, Sequence
 
-from absl import logging
+import numpy as np
 
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.loop import nan_loss
 from tpu_estimator_compat.loop.train_loop import LoopResult
 from tpu_estimator_compat.summary import progress
@@ -60,14 +61,12 @@ class TrainDriver:
     read_step: Callable[[], int]
     checkpoint: CheckpointPolicy
     listeners: Sequence[LoopListener] = ()
-    examples_per_step: int | None = None
     clock: Callable[[], float] = time.monotonic
     stop_on_nan_loss: bool = False
-    # Progress lines at most every this many steps (one-step loops would log every step).
-    report_every_steps: int = 1
-    last_loss: float | None = None
+    # Legacy's progress lines (`progress.TrainLog`); None: none.
+    train_log: progress.TrainLog | None = None
+    last_loss: np.float32 | None = None
     _target: int | None = None
-    _reported: int | None = None
 
     def run(self, *, target_step: int, iterations_per_loop: int) -> int:
         """Trains until the global step reaches `target_step` or input runs out.
@@ -89,11 +88,12 @@ class TrainDriver:
             result = self.run_steps(n)
             seconds = max(self.clock() - start, 1e-9)
             step = result.global_step if result.global_step is not None else self.read_step()
-            self._report(step, result, seconds)
+            rest = self._report(step, result, seconds)
             if self.stop_on_nan_loss:
                 _raise_on_nan_loss(step, result)
             if self.checkpoint.should_save(step):
                 self.checkpoint.save(step)
+            rest()
             stop = [listener.after_loop(step, result, seconds) for listener in self.listeners]
             if result.steps_run < n:
                 logging.info("input_fn is exhausted: training stopped at global step %d after "
@@ -103,18 +103,19 @@ class TrainDriver:
                 break
         return step
 
-    def _report(self, step: int, result: LoopResult, seconds: float) -> None:
-        if not result.steps_run:
-            return
-        self.last_loss = result.last_loss
-        if self._reported is None:
-            self._reported = step - result.steps_run
-        if step - self._reported < self.report_every_steps and step != self._target:
-            return
-        self._reported = step
-        rate = result.steps_run / seconds
-        progress.report(step=step, target=self._target, loss=result.last_loss,
-                        steps_per_sec=rate,
-                        examples_per_sec=rate * self.examples_per_step
-                        if self.examples_per_step else None)
+    def _report(self, step: int, result: LoopResult, seconds: float) -> Callable[[], None]:
+        """Logs the loop's progress lines up to its last run; returns those of that run.
 
+        Legacy's saver hook wrote a run's checkpoint line before the other hooks logged that
+        run, so the caller saves between the two (`progress.after_loop`).
+        """
+        if result.steps_run:
+            self.last_loss = np.float32(result.losses[result.steps_run - 1])
+            # The library's own line per loop (legacy's progress lines follow legacy's
+            # steps); bench/run_shim.py stamps loop ends with it.
+            logging.debug("global_step = %d, loss = %s, global_step/sec = %.4g", step,
+                          self.last_loss, result.steps_run / seconds)
+        return progress.after_loop(
+            self.train_log, end=step, target=self._target,
+            losses=result.losses[:result.steps_run], starts=result.starts(step),
+            end_time=time.time(), seconds=seconds)

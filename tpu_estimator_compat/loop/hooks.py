@@ -35,10 +35,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.loop import nan_loss
 from tpu_estimator_compat.loop import train_loop as loop_lib
 from tpu_estimator_compat.v1_state import variables as variables_lib

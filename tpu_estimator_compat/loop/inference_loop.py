@@ -27,6 +27,7 @@ from tpu_estimator_compat.inputs import call as call_lib
 from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.loop.plumbing import Dispatch, FixedBatches, empty_batch
 from tpu_estimator_compat.loop.plumbing import gather_replicas, stack_steps
+from tpu_estimator_compat import shapes as shapes_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,9 +92,9 @@ def _per_example_leaves(structure: dict[str, Any], padded: bool) -> tuple[bool, 
     Raises:
       ValueError: such a leaf in `predictions`.
     """
-    # dimension_value: after `disable_v2_tensorshape()` (TF1 mode, `disable_v2_behavior()`)
-    # axes are Dimensions, and two unknown Dimensions compare as unknown, not equal.
-    batch = tf.compat.dimension_value(structure["mask"].shape[0])
+    # Plain ints: after `disable_v2_tensorshape()` (TF1 mode, `disable_v2_behavior()`) axes
+    # are Dimensions, and two unknown Dimensions compare as unknown, not equal.
+    batch = shapes_lib.static_dim(structure["mask"].shape, 0)
     flags = []
     for key in GATHERED_KEYS:
         if key not in structure:
@@ -101,7 +102,7 @@ def _per_example_leaves(structure: dict[str, Any], padded: bool) -> tuple[bool, 
         specs = tf.nest.flatten(structure[key])
         paths = tf.nest.flatten(_leaf_paths(structure[key]))
         for path, spec in zip(paths, specs):
-            rows = tf.compat.dimension_value(spec.shape[0]) if spec.shape.rank else None
+            rows = shapes_lib.static_dim(spec.shape, 0) if spec.shape.rank else None
             flags.append(rows is None or rows == batch)
             if flags[-1] or key != "predictions":
                 continue

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
+from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.cluster import workers as cluster_lib
 
@@ -164,7 +165,7 @@ def gather_replicas(strategy: tf.distribute.Strategy, value: Any) -> tf.Tensor:
 
 
 def empty_batch(shape: tf.TensorShape, dtype: tf.DType) -> tf.Tensor:
-    dims = [0] + [d if d is not None else 0 for d in shape.as_list()[1:]] if shape.rank else [0]
+    dims = [0] + [d or 0 for d in shapes_lib.static_dims(shape)[1:]] if shape.rank else [0]
     return tf.zeros(dims, dtype) if dtype != tf.string else tf.fill(dims, "")
 
 

@@ -18,24 +18,27 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat.summary import background as background_lib
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.cluster import workers as cluster_lib
+from tpu_estimator_compat.v1_state import graph_names
 from tpu_estimator_compat.loop import hooks as hooks_lib
 from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import distribute as inputs_lib
 from tpu_estimator_compat.loop import inference_loop as inference_loop_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.step import metrics as metrics_lib
 from tpu_estimator_compat.summary import progress
 from tpu_estimator_compat.step import replica_step
 from tpu_estimator_compat.session import settings as settings_lib
 from tpu_estimator_compat.session import strategy_state as runtime_lib
+from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat.summary import summaries as summaries_lib
 from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
@@ -60,6 +63,10 @@ class InferenceSession:
     # predict() off TPU: the first loop's steps; each next loop runs twice as many, up to
     # iterations_per_loop (see CPU_PREDICT_LOOP_STEPS). None: every loop that size.
     first_loop_steps: int | None = None
+    # Which of legacy's paths the session follows (TPU: the loop runs on TPU cores).
+    on_tpu: bool = False
+    # evaluate(): when legacy's "Starting evaluation at" line was logged (time.time()).
+    started: float | None = None
 
     def release_input(self) -> None:
         """Lets go of the iterator, deleted off this thread
@@ -134,7 +141,7 @@ def _cpu_loop_steps(structure: dict[str, Any], keys: Sequence[str], most_steps: 
     for spec in tf.nest.flatten([structure.get(key) for key in keys]):
         if spec is None:
             continue
-        dims = spec.shape.as_list() if spec.shape.rank is not None else None
+        dims = shapes_lib.static_dims(spec.shape)
         if (dims is None or dims.count(None) > 1 or (None in dims and not batch)
                 or spec.dtype in (tf.string, tf.variant, tf.resource)):
             return iterations_per_loop  # Unknown size: the loop the user asked for.
@@ -197,11 +204,13 @@ def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
         loops = _Loops(settings, runtime, plan, mode, on_tpu, padded, source,
                        warm_start_lib.InitPlan())
         built = _build_loop(loops, iterator)
+        started = _start(mode)
         _restore(runtime, built.record, checkpoint, loops.init_plan)
     loop_steps, first_loop = _loop_sizes(settings, runtime, plan, mode, on_tpu,
                                          lambda: built.loop.trace(iterator))
     session = InferenceSession(runtime, built.loop, built.record, iterator, loop_steps, None,
-                               built.host_metrics, first_loop)
+                               built.host_metrics, first_loop, on_tpu=on_tpu,
+                               started=started)
     session.hooks = _hook_runner(session, loops, hooks, on_tpu, built.metrics_in_step)
     return session
 
@@ -384,6 +393,20 @@ def _hook_runner(session: InferenceSession, loops: _Loops, hooks: Sequence[Any] 
         fetch_tensors=fetch_tensors, training=False, registry=runtime.registry)
 
 
+def _host_call_names(session: InferenceSession) -> graph_names.NameTable:
+    """The names legacy's graph held when it built an eval host_call's fn.
+
+    As in training (`TraceRecord.host_graph_names`), and metric_fn's: legacy built the
+    `eval_metrics` before the `host_call`, in the same graph, on the CPU and on a TPU.
+    """
+    record = session.record
+    taken = record.host_graph_names(use_tpu=session.on_tpu,
+                                    variable_names=session.runtime.registry.by_name())
+    if record.eval_metrics is not None:
+        taken = taken + graph_names.names_taken_by(*record.eval_metrics, taken)
+    return taken
+
+
 def _evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
               name: str | None, checkpoint: str | None) -> dict[str, Any]:
     """Runs the session to `steps` or end of input; returns legacy's results dict.
@@ -401,7 +424,7 @@ def _evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
     slices = session.loop.leaf_slices()
     per_example = session.loop.per_example()
     host_call = (summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
-                                              model_dir)
+                                              model_dir, _host_call_names(session))
                  if record.host_call is not None and chief else None)
     global_step = int(session.runtime.global_step.numpy())
 
@@ -416,8 +439,10 @@ def _evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
     # loops are handed over together (one hand-over cost more than a 1-step MLP update).
     background = background_lib.InOrder(name="host_metrics")
     pending: list[tuple[list[Any], Any]] = []
+    eval_log = progress.EvalLog(steps, on_tpu=session.on_tpu)
     try:
         for result in session.chunks(steps):
+            eval_log.after_loop(result.steps_run)
             per_step = (result.per_step()
                         if metrics is not None or host_call is not None else [])
             if metrics is not None:
@@ -446,13 +471,41 @@ def _evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
         values.update(dict(zip(record.metric_op_names,
                                last_values or _initial_values(session))))
     results = metrics_lib.finalize_eval_dict(values, mean_loss.result(), global_step)
+    _log_finished(eval_log, session.started, global_step, results, checkpoint)
     if chief:
         summaries_lib.write_eval_summaries(
             os.path.join(model_dir, "eval" if not name else f"eval_{name}"),
             results, global_step, checkpoint)
-    progress.legacy_info("Saving dict for global step %d: %s", global_step,
-                         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
     return results
+
+
+def _start(mode: str) -> float:
+    """The time evaluate() or predict() starts restoring; for evaluate() legacy's line, which it
+    logged before its session restored the checkpoint."""
+    started = time.time()
+    if mode == ModeKeys.EVAL:
+        logging.legacy_info("Starting evaluation at %s",
+                            time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)))
+    return started
+
+
+def _log_finished(eval_log: progress.EvalLog, started: float | None, global_step: int,
+                  results: dict[str, Any], checkpoint: str | None) -> None:
+    """Legacy's lines at the end of an evaluation (evaluation.py, estimator.py), in order.
+
+    The results print as legacy's `_dict_to_str` printed them: sorted, `%s` of each value
+    (numpy scalars as `0.6929308`, not the float64 digits an f-string gives), bytes left out.
+    """
+    eval_log.finish()
+    if started is not None:
+        logging.legacy_info("Inference Time : %.5fs", time.time() - started)
+    logging.legacy_info("Finished evaluation at %s",
+                        time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime()))
+    logging.legacy_info("Saving dict for global step %d: %s", global_step, ", ".join(
+        "%s = %s" % (k, v) for k, v in sorted(results.items()) if not isinstance(v, bytes)))
+    if checkpoint:
+        logging.legacy_info("Saving '%s' summary for global step %d: %s", "checkpoint_path",
+                            global_step, checkpoint)
 
 
 def _predictions(session: InferenceSession, predict_keys: Sequence[str] | None,
@@ -488,7 +541,8 @@ def _initial_values(session: InferenceSession) -> list[Any]:
     and their values divide with `div_no_nan`). The step's values exist only once it ran.
     """
     specs = tf.nest.flatten(session.loop.trace(session.iterator).get("metric_values", {}))
-    return [np.zeros(spec.shape, spec.dtype.as_numpy_dtype)[()] for spec in specs]
+    return [np.zeros(shapes_lib.static_dims(spec.shape), spec.dtype.as_numpy_dtype)[()]
+            for spec in specs]
 
 
 # Steps whose metric updates go to the background thread at once (see `_evaluate`).
@@ -507,7 +561,8 @@ def _host_metrics(record: Any, specs: Any, replicas: int) -> metrics_lib.HostMet
     last batch's real rows get it built again for their count (`HostMetrics`). A metric_fn
     that fails on the static axis is built with an unknown one.
     """
-    if any(not spec.shape.rank or spec.shape[0] is None for spec in tf.nest.flatten(specs)):
+    if any(not spec.shape.rank or shapes_lib.static_dim(spec.shape, 0) is None
+           for spec in tf.nest.flatten(specs)):
         return metrics_lib.HostMetrics(record.metric_fn, record.metric_structure, specs)
     try:
         return metrics_lib.HostMetrics(record.metric_fn, record.metric_structure, specs,

@@ -36,10 +36,10 @@ from typing import Any, Callable, NoReturn, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.cluster import workers as cluster_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.loop import train_loop as loop_lib
 
 _PSS = tf.distribute.experimental.ParameterServerStrategy

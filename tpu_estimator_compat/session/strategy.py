@@ -27,9 +27,9 @@ import dataclasses
 from typing import Any
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat.cluster import workers as cluster_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.session import parameter_servers
 
 

@@ -13,9 +13,9 @@ import os
 from typing import Any
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.step import optimizer_apply
 from tpu_estimator_compat.v1_state import variables as variables_lib
 

@@ -15,7 +15,6 @@ import time
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
@@ -23,6 +22,7 @@ from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
 from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import distribute as inputs_lib
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.loop import driver as driver_lib
 from tpu_estimator_compat.loop import train_loop as loop_lib
 from tpu_estimator_compat.session import parameter_servers
@@ -106,11 +106,7 @@ class TrainSession:
             with runtime.scope():
                 return current["loop"](iterator, n)
 
-        driver = driver_lib.TrainDriver(
-            run_steps=run_steps, read_step=self._read_step, checkpoint=policy, listeners=agreed,
-            examples_per_step=self._plan.global_batch_size,
-            stop_on_nan_loss=settings.config.stop_on_nan_loss,
-            report_every_steps=settings.iterations_per_loop)
+        driver = self._driver(run_steps, policy, agreed)
         try:
             # On parameter servers a loop is one closure per worker.
             final = driver.run(target_step=target if target is not None else 2**62,
@@ -127,8 +123,21 @@ class TrainSession:
                 listener.close()
             inputs_lib.release_off_thread(iterator)
             iterator = None  # (Also what run_steps and fetch_tensors see.)
-        progress.legacy_info("Loss for final step: %s.", driver.last_loss)
+        logging.legacy_info("Loss for final step: %s.", driver.last_loss)
         return preemption.outcome_of(agreed)
+
+    def _driver(self, run_steps: Callable[[int], loop_lib.LoopResult],
+                policy: save_policy_lib.SavePolicy, listeners: Sequence[Any]
+                ) -> driver_lib.TrainDriver:
+        """The outer loop, with legacy's progress lines for this run's settings."""
+        settings = self._settings
+        return driver_lib.TrainDriver(
+            run_steps=run_steps, read_step=self._read_step, checkpoint=policy,
+            listeners=listeners, stop_on_nan_loss=settings.config.stop_on_nan_loss,
+            train_log=progress.TrainLog(
+                log_step_count_steps=settings.config.log_step_count_steps,
+                iterations_per_loop=settings.iterations_per_loop,
+                use_tpu=settings.use_tpu, examples_per_step=self._plan.global_batch_size))
 
     def _read_step(self) -> int:
         return int(self._runtime.global_step.numpy())
@@ -243,13 +252,16 @@ class TrainSession:
                          chief: bool) -> "_TrainReporting":
         """host_call and legacy's training summaries; only the chief writes them."""
         settings = self._settings
+        # Legacy built host_call's fn, then its own loss summary, in the graph model_fn's
+        # names were in (or not: `host_graph_names`); their tags are suffixed as there.
+        taken = record.host_graph_names(use_tpu=settings.use_tpu,
+                                        variable_names=self._runtime.registry.by_name())
         host_call = (summaries_lib.HostCallRunner(record.host_call[0], record.host_call[1],
-                                                  settings.model_dir)
+                                                  settings.model_dir, taken)
                      if record.host_call is not None and chief else None)
-        taken = int(record.loss_name_taken)
         if host_call is not None and settings.config.save_summary_steps:
-            taken += host_call.root_name_taken(summaries_lib.LOSS_TAG)
-        loss_tags = summaries_lib.legacy_loss_tags(taken=taken, use_tpu=settings.use_tpu)
+            taken = taken + host_call.names_taken()
+        loss_tags = summaries_lib.legacy_loss_tags(taken, use_tpu=settings.use_tpu)
         if record.loss_summary_made and not settings.use_tpu:
             loss_tags = ()  # Legacy's Estimator added none: model_fn's `loss` is written.
         rules = summaries_lib.TrainSummaryRules.legacy(

@@ -22,9 +22,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat import log as logging
+from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib
 
 LOSS_KEY = "loss"
@@ -203,12 +204,13 @@ class HostMetrics:
                                 spec, "".join("[{!r}]".format(p) for p in path)))
             self._specs.append((shape, tf.as_dtype(spec.dtype)))
         self._dtypes = [np.dtype(dtype.as_numpy_dtype) for _, dtype in self._specs]
-        # Rows per leaf of the main build: None for an unknown axis 0.
-        self._rows: tuple | None = None
+        # Rows per leaf of the main build (plain ints: they key `_variants`); None for an
+        # unknown axis 0.
+        self._rows: tuple[int | None, ...] | None = None
         if static_replicas is not None:
-            self._rows = tuple(
-                    None if shape.rank is None or shape[0] is None
-                    else shape[0] * static_replicas for shape, _ in self._specs)
+            per_replica = [shapes_lib.static_dim(shape, 0) for shape, _ in self._specs]
+            self._rows = tuple(None if rows is None else rows * static_replicas
+                               for rows in per_replica)
             if all(rows is None for rows in self._rows):
                 self._rows = None
         self._start()
@@ -262,12 +264,11 @@ class HostMetrics:
         """Builds metric_fn on placeholders with `rows` as axis 0 (None: unknown)."""
         placeholders, shapes = [], []
         for index, (path, (shape, dtype)) in enumerate(zip(self._paths, self._specs)):
-            if shape.rank is not None:
-                shape = tf.TensorShape([None if rows is None else rows[index]]).concatenate(
-                        shape[1:])
+            shape = shapes_lib.with_rows(shape, None if rows is None else rows[index])
             placeholders.append(tf.compat.v1.placeholder(
                     dtype, shape, name=_placeholder_name(path)))
-            shapes.append(None if shape.rank is None else tuple(shape.as_list()))
+            dims = shapes_lib.static_dims(shape)
+            shapes.append(None if dims is None else tuple(dims))
         args = tf.nest.pack_sequence_as(self._structure, placeholders)
         try:
             if scope is None:

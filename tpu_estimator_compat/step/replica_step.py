@@ -16,21 +16,24 @@ import copy
 import dataclasses
 import functools
 import inspect
+import re
 import threading
 import types
 import weakref
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat.cluster import workers as cluster
 from tpu_estimator_compat.contrib import hub
 from tpu_estimator_compat.step import cross_shard
 from tpu_estimator_compat.step import global_step_reads
+from tpu_estimator_compat.v1_state import graph_names
 from tpu_estimator_compat.v1_state import keras_env
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.step import metrics as metrics_lib
+from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat.v1_state import variables as variables_lib
 from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
@@ -248,9 +251,10 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
         with _replica_scope(registry, global_step):
             # Global-step reads (host_call's `tf.reshape(get_global_step(), [1])`) see the
             # step's starting value, as in legacy's graph, wherever model_fn wrote them.
-            with global_step_reads.step_start_reads(global_step) as start:
+            with global_step_reads.step_start_reads(global_step) as start, \
+                    _names_taken() as names:
                 spec = caller(features, labels, ModeKeys.TRAIN, batch_size)
-            record.loss_name_taken |= _root_name_taken(LOSS_SUMMARY_NAME)
+            record.observe_names(names.table)
             if spec.loss is None:
                 raise ValueError(
                     "model_fn returned a spec without `loss` in TRAIN mode. Return "
@@ -309,15 +313,12 @@ def _replica_tensor(name: str) -> tf.Tensor:
         return tf.zeros([0], graph.get_tensor_by_name(name).dtype)
 
 
-def _root_name_taken(name: str) -> bool:
-    """Whether model_fn used `name` as an op or scope name at the root of its graph.
+def _names_taken() -> Any:
+    """Records the names model_fn takes in its trace (`TraceRecord.observe_names`)."""
+    return graph_names.recording(tf.compat.v1.get_default_graph())
 
-    Legacy's own loss summary was built by name in that graph afterwards and became
-    `loss_1` when model_fn (e.g. `tf.variable_scope('loss')`) had taken `loss`.
-    """
-    graph = tf.compat.v1.get_default_graph()
-    scope = graph.get_name_scope()  # A replica's own root (`replica_1`), or the root.
-    return graph.unique_name(name, mark_as_used=False) != (f"{scope}/{name}" if scope else name)
+
+_LATER_REPLICA = re.compile(r"replica_[1-9][0-9]*(/|$)")
 
 
 def _warn_dropped_summaries() -> None:
@@ -348,7 +349,10 @@ class TraceRecord:
     prediction_keys: tuple[str, ...] = ()
     predictions_are_dict: bool = True
     host_call: Any = None  # (fn, tensors) of the first replica's spec.
-    loss_name_taken: bool = False  # model_fn used the root name `loss` (TRAIN traces).
+    eval_metrics: Any = None  # (metric_fn, tensors) of the first replica's spec.
+    # The names model_fn took after the global step's (`observe_names`).
+    model_names: graph_names.NameTable = dataclasses.field(
+        default_factory=graph_names.NameTable)
     scaffold_fn: Callable[[], Any] | None = None
     saver: Any = None  # `warm_start._RecordingSaver` of an EstimatorSpec's Scaffold.
     hooks: tuple[Any, ...] = ()
@@ -367,6 +371,39 @@ class TraceRecord:
             self.model_summaries = True
             self.loss_summary_made |= any(t.op.name == LOSS_SUMMARY_NAME
                                           for t in summary_ops)
+
+    def observe_names(self, taken: graph_names.NameTable) -> None:
+        """Keeps the names the first replica's model_fn took (after the global step's).
+
+        Legacy built model_fn into one TF1 graph and later summaries there (host_call's,
+        its own loss summary) by name, so they were suffixed where model_fn had taken the
+        name. Later replicas trace under `replica_<k>/` in the same graph, interleaved with
+        the first at every merge_call: their names are left out.
+        """
+        if _is_first_replica():
+            self.model_names = taken.without(_LATER_REPLICA.match)
+
+    def host_graph_names(self, *, use_tpu: bool,
+                         variable_names: Iterable[str]) -> graph_names.NameTable:
+        """The names legacy's graph held when it built host_call's fn (EVAL: metric_fn).
+
+        `use_tpu=False`: the CPU path called them in model_fn's graph, after model_fn: the
+        global step's name and every name model_fn took. `use_tpu=True`: they were built in
+        the outer graph after the TPU computation, whose while loop ran model_fn: with TF2
+        control flow (TF 2's default) in a `while_v2` body graph of its own, whose names
+        stayed there, except the variables' (created in the outer graph); with v1 control
+        flow (`disable_v2_behavior()`, `disable_control_flow_v2()`) in the outer graph, as
+        on the CPU. (The TPU computation's own op names there, `cluster`, `OutfeedDequeue
+        Tuple`, ..., and those of the input pipeline on the CPU are not reproduced.)
+        `variable_names`: the v1 names of the variables (the registry's).
+        """
+        taken = self.model_names
+        if use_tpu and tf.compat.v1.control_flow_v2_enabled():
+            # The global step's one entry is NAMES_BEFORE_MODEL_FN's: a model_fn op named
+            # `global_step` stayed in the body graph.
+            taken = taken.only(name for name in variable_names
+                               if name != variables_lib.GLOBAL_STEP_NAME)
+        return variables_lib.NAMES_BEFORE_MODEL_FN + taken
 
     def observe_graph(self, spec: Any) -> None:
         """Keeps replica 0's graph and loss name, where hooks look fetches up by name."""
@@ -388,6 +425,7 @@ class TraceRecord:
         if not _is_first_replica():
             return
         self.host_call = host_call
+        self.eval_metrics = getattr(spec, "eval_metrics", None)
         self.scaffold_fn = getattr(spec, "scaffold_fn", None)
         # An EstimatorSpec's Scaffold (legacy's CPU path): its Saver, recorded in model_fn.
         self.saver = warm_start_lib.recorded_saver(getattr(spec, "scaffold", None))
@@ -443,7 +481,9 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
 
     def eval_step(features: Any, labels: Any, mask: Any = None) -> dict[str, Any]:
         with _replica_scope(registry, global_step):
-            spec = caller(features, labels, ModeKeys.EVAL, batch_size)
+            with _names_taken() as names:
+                spec = caller(features, labels, ModeKeys.EVAL, batch_size)
+            record.observe_names(names.table)
             _check_eval_spec(spec)
             record.observe(spec)
             record.observe_graph(spec)
@@ -547,9 +587,9 @@ def _every_replicas_rows(tensors: Any, mask: Any) -> Any:
     leaves = [tf.convert_to_tensor(leaf) for leaf in tf.nest.flatten(tensors)]
     if mask is None:
         mask = tf.ones(tf.shape(leaves[0])[:1], tf.bool)
-    batch = tf.compat.dimension_value(mask.shape[0])
+    batch = shapes_lib.static_dim(mask.shape, 0)
     per_example = [not leaf.shape.rank or  # Unknown rank: taken as batch-major.
-                   tf.compat.dimension_value(leaf.shape[0]) in (None, batch)
+                   shapes_lib.static_dim(leaf.shape, 0) in (None, batch)
                    for leaf in leaves]
 
     def gather(strategy: tf.distribute.Strategy, leaves: list[Any], mask: Any) -> list[Any]:

@@ -22,11 +22,11 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat.summary import background as background_lib
 from tpu_estimator_compat.summary import events_file
+from tpu_estimator_compat.v1_state import graph_names
 
 _Summary = tf.compat.v1.Summary
 LOSS_TAG = "loss"
@@ -105,12 +105,19 @@ class HostCallRunner:
     `default_logdir` at that global step: those `fn` returns and those it only created
     (legacy's CPU path collected them in the graph's SUMMARIES collection, which
     Estimator's SummarySaverHook wrote; here they are written at every host_call step).
+
+    `taken`: the names legacy's graph held when it built `fn` (model_fn's, metric_fn's: see
+    `train_session` and `inference`), marked taken in the function graph before `fn` is
+    built there, so its summaries get legacy's tags (`learning_rate_1` after model_fn's
+    `learning_rate` op).
     """
 
-    def __init__(self, fn: Any, structure: Any, default_logdir: str) -> None:
+    def __init__(self, fn: Any, structure: Any, default_logdir: str,
+                 taken: graph_names.NameTable | None = None) -> None:
         self._fn = fn
         self._structure = structure
         self._default_logdir = default_logdir
+        self._taken = taken or graph_names.NameTable()
         self._writers: dict[str, Any] = {}
         # autograph=False: legacy built fn as plain TF1 graph code. reduce_retracing: a
         # second leaf shape (eval's partial last batch) gives one shape-relaxed trace, not
@@ -124,21 +131,22 @@ class HostCallRunner:
             protos = self._traced(tensors, tf.constant(global_step, tf.int64))
         self._write_v1_protos(protos, global_step)
 
-    def _graph_call(self, flat: list[tf.Tensor], step: tf.Tensor) -> list[tf.Tensor]:
+    def _graph_call(self, host_call_inputs: list[tf.Tensor],
+                    host_call_step: tf.Tensor) -> list[tf.Tensor]:
         """fn in the function graph; returns every v1 summary proto it made (see class)."""
         # Legacy built fn into a graph whose SUMMARIES held model_fn's summaries at most,
         # never the caller's. A function graph starts with a copy of the outer graph's
         # collections: an eager `tf.compat.v1.summary.scalar` made anywhere earlier in the
         # process (a script's own, a library's) is there as an eager tensor, and `merge_all`
         # or the collection read below would take it. The copy is this graph's own.
-        tf.compat.v1.get_default_graph().clear_collection(tf.compat.v1.GraphKeys.SUMMARIES)
-        previous_step = tf.summary.experimental.get_step()
-        tf.summary.experimental.set_step(step)
-        try:
-            with _global_step_is(step):
-                result = self._call(tf.nest.pack_sequence_as(self._structure, flat))
-        finally:
-            tf.summary.experimental.set_step(previous_step)
+        graph = tf.compat.v1.get_default_graph()
+        graph.clear_collection(tf.compat.v1.GraphKeys.SUMMARIES)
+        # The names legacy's graph held when it built fn: its summaries' tags are suffixed
+        # where those took the name. (The arguments' placeholders are named after this
+        # method's parameters, which no host_call names.)
+        graph_names.mark(graph, self._taken)
+        with self._legacy_step(host_call_step):
+            result = self._call(tf.nest.pack_sequence_as(self._structure, host_call_inputs))
         protos = [t for t in tf.nest.flatten(result) if _is_summary_proto(t)]
         reached = _ops_feeding([t.op for t in protos])
         created = [t for t in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
@@ -147,29 +155,30 @@ class HostCallRunner:
             protos.append(tf.compat.v1.summary.merge(created, collections=[]))
         return protos
 
-    def root_name_taken(self, name: str) -> bool:
-        """Whether building `fn` in a TF1 graph, as legacy did, takes the root name `name`.
+    @contextlib.contextmanager
+    def _legacy_step(self, step: tf.Tensor) -> Iterator[None]:
+        """While fn builds: the summary step and the graph's global step are `step`."""
+        previous_step = tf.summary.experimental.get_step()
+        tf.summary.experimental.set_step(step)
+        try:
+            with _global_step_is(step):
+                yield
+        finally:
+            tf.summary.experimental.set_step(previous_step)
+
+    def names_taken(self) -> graph_names.NameTable:
+        """The names building `fn` in a TF1 graph takes, after the names given as `taken`.
 
         Legacy built `fn` once, in graph mode, into the graph its own loss summary went
         into afterwards, so a `tf.compat.v2.summary.scalar('loss', ...)` there renamed that
-        summary to `loss_1` (see `legacy_loss_tags`). Running `fn` eagerly leaves no names
-        behind, so it is built once more here, in a scratch graph fed by placeholders; no
-        summary writer is initialised, so nothing is written. A `fn` that cannot be built
-        in graph mode counts as not taking it.
+        summary to `loss_1` (see `legacy_loss_tags`). The traced function's names stay in
+        its own graph, so `fn` is built once more here, in a scratch graph fed by
+        placeholders (`graph_names.names_taken_by`); no summary writer is initialised, so
+        nothing is written.
         """
-        graph = tf.Graph()
-        leaves = tf.nest.flatten(self._structure)
-        try:
-            with graph.as_default():
-                placeholders = [
-                    tf.compat.v1.placeholder(leaf.dtype, [None] + leaf.shape[1:].as_list())
-                    for leaf in leaves]
-                self._call(tf.nest.pack_sequence_as(self._structure, placeholders))
-        except Exception as e:  # pylint: disable=broad-except
-            logging.info("host_call fn could not be built in a TF1 graph (%s); assuming it "
-                         "does not use the name %r.", e, name)
-            return False
-        return graph.unique_name(name, mark_as_used=False) != name
+        return graph_names.names_taken_by(
+            self._fn, self._structure, self._taken,
+            around=lambda: self._legacy_step(tf.compat.v1.placeholder(tf.int64, [])))
 
     def close(self) -> None:
         for writer in self._writers.values():
@@ -342,22 +351,23 @@ class TrainSummaryRules:
                    loss_steps_per_run=iterations_per_loop if use_tpu and on_tpu else 1)
 
 
-def legacy_loss_tags(*, taken: int, use_tpu: bool) -> tuple[str, ...]:
-    """The tags legacy's own loss summary got, given how often the name `loss` was taken.
+def legacy_loss_tags(taken: graph_names.NameTable, *, use_tpu: bool) -> tuple[str, ...]:
+    """The tags legacy's own loss summary got, given the names its graph had taken.
 
     Legacy built its loss summary with `tf.compat.v1.summary.scalar('loss', loss)` in the
-    model's TF1 graph after model_fn and host_call's fn had been built there (on the CPU the
-    host_call fn ran in that graph; on a TPU in its host part). The summary's tag is its
-    uniquified name scope: `loss_1` when model_fn (`tf.variable_scope('loss')`) or the
-    host_call (`tf.compat.v2.summary.scalar('loss', ...)`) had taken `loss`, `loss_2` when
-    both had. Estimator added its own `loss` summary unless one named exactly `loss` existed
-    (estimator.py, `_train_with_estimator_spec`): on the CPU that is the only one; on a TPU
-    TPUEstimator's comes first (tpu_estimator.py, `_augment_model_fn`), so a renamed one was
-    followed by Estimator's, one suffix further.
+    TF1 graph after model_fn and host_call's fn had been built there (on the CPU the
+    host_call fn ran in model_fn's graph; on a TPU in the outer graph, see
+    `train_session`). The summary's tag is its uniquified name scope: `loss_1` when model_fn
+    (`tf.variable_scope('loss')`) or the host_call (`tf.contrib.summary.scalar('loss',
+    ...)`) had taken `loss`, `loss_2` when both had. Estimator added its own `loss` summary
+    unless one named exactly `loss` existed (estimator.py, `_train_with_estimator_spec`):
+    on the CPU that is the only one; on a TPU TPUEstimator's comes first (tpu_estimator.py,
+    `_augment_model_fn`), so a renamed one was followed by Estimator's, one suffix further.
     """
-    first = LOSS_TAG if not taken else f"{LOSS_TAG}_{taken}"
-    if use_tpu and taken:
-        return first, f"{LOSS_TAG}_{taken + 1}"
+    taken = graph_names.NameTable(taken.counts)  # `unique` takes names: a copy.
+    first = taken.unique(LOSS_TAG)
+    if use_tpu and first != LOSS_TAG:
+        return first, taken.unique(LOSS_TAG)
     return (first,)
 
 

@@ -32,9 +32,9 @@ import threading
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import tensorflow as tf
-from absl import logging
 
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat import log as logging
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat.v1_state import graph_names
 from tpu_estimator_compat.v1_state import replica_state
 from tpu_estimator_compat.v1_state import tf1_names
 from tpu_estimator_compat.v1_state import write_order
@@ -43,6 +44,10 @@ from tpu_estimator_compat.v1_state import write_order
 _v1 = tf.compat.v1
 
 GLOBAL_STEP_NAME = "global_step"
+
+# The names legacy's graph held when model_fn began: Estimator created the global step first.
+# (The input pipeline's op names, `IteratorGetNext`, `batch_size`, ..., are not reproduced.)
+NAMES_BEFORE_MODEL_FN = graph_names.NameTable({GLOBAL_STEP_NAME: 1})
 
 
 class VariableCreationError(ValueError):
@@ -290,6 +295,7 @@ class VariableRegistry:
             else:
                 _check_compatible(name, variable, kwargs)
         _register_in_collections(variable, collected)
+        _mark_name_taken(name)
         return variable
 
     def _create(self, next_creator: Callable[..., tf.Variable], name: str,
@@ -319,6 +325,17 @@ class VariableRegistry:
 
 
 _LOCAL_COLLECTIONS = (_v1.GraphKeys.LOCAL_VARIABLES, _v1.GraphKeys.METRIC_VARIABLES)
+
+
+def _mark_name_taken(name: str) -> None:
+    """In the replica step being traced, the variable's name is taken, as in a TF1 graph.
+
+    There creating `w` named an op `w`: a later `tf.identity(x, name='w')`, or a summary
+    `w`, became `w_1`. Created eagerly, the shim's variable names nothing in the trace.
+    """
+    graph = replica_graph()
+    if graph is not None:
+        graph_names.mark(graph, graph_names.NameTable({name: 1}), replica_root_name())
 
 
 def _is_trainable(kwargs: dict[str, Any]) -> bool:
@@ -650,6 +667,7 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
                 ref = graph.get_collection_ref(key)
                 if not any(item is global_step for item in ref):
                     ref.append(global_step)
+            graph_names.mark(graph, NAMES_BEFORE_MODEL_FN, entered or "")
             yield
     finally:
         _REPLICA_GRAPH.graph = previous_graph
