@@ -9,7 +9,9 @@ legacy run recorded in tests/goldens/log_lines/legacy.json. In-process tests che
 neither of the library's channels (`log.py`) touches the logging set-up.
 """
 import ast
+import contextlib
 import importlib.util
+import io
 import json
 import logging
 import os
@@ -176,3 +178,25 @@ def test_no_library_module_logs_through_absls_module_functions():
                 offenders.append(f"{path.relative_to(package)}:{node.lineno}")
     assert not offenders, (f"Log through tpu_estimator_compat.log, not absl.logging: "
                            f"{offenders}")
+
+
+def test_own_lines_reach_stderr_at_the_scripts_absl_verbosity_without_a_handler(
+        monkeypatch):
+    # A script without app.run that asks for absl INFO (`absl.logging.set_verbosity(INFO)`,
+    # the cluster tests' worker) sees the library's INFO lines, in absl's format, and the
+    # root logger still has no handler afterwards (no doubled `tensorflow` lines).
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    absl_logger = absl_logging.get_absl_logger()
+    level = absl_logger.level
+    absl_logger.setLevel(logging.INFO)  # (setLevel: the loggers' level caches are cleared.)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) as written:
+            log.info("own info %d", 7)
+            log.debug("own debug %d", 8)
+    finally:
+        absl_logger.setLevel(level)
+    assert root.handlers == []
+    written = written.getvalue()
+    assert "own info 7" in written and "test_log.py:" in written
+    assert "own debug 8" not in written

@@ -14,8 +14,8 @@ configuration exactly as the script (and absl's `app.run`) made it:
 * The library's own lines (which strategy runs, fallbacks, what it restored; `info`,
   `warning`, `error`, `debug`) go through absl's logger object: absl's format at the
   script's absl verbosity once `app.run` has installed absl's handler; before that (the
-  launcher's set-up, scripts without `app.run`) INFO lines are dropped and warnings reach
-  stderr through Python's last-resort handler, as any library's unconfigured logger.
+  launcher's set-up, scripts without `app.run`) a line the absl verbosity lets through is
+  written to stderr by absl's handler directly, which stays off the root logger.
 
 Neither channel calls absl's module functions (`absl.logging.info(...)`): those call
 `logging.basicConfig()` when the root logger has no handler yet, and a library line logged
@@ -38,7 +38,17 @@ ERROR = _py_logging.ERROR
 
 
 def _own(level: int, msg: str, *args: Any, **kwargs: Any) -> None:
-    _absl_logging.get_absl_logger().log(level, msg, *args, **kwargs)
+    logger = _absl_logging.get_absl_logger()
+    if logger.hasHandlers() or not logger.isEnabledFor(level):
+        logger.log(level, msg, *args, **kwargs)
+        return
+    # No handler anywhere yet (no `app.run`, no `basicConfig`), but the script asked for this
+    # level (`absl.logging.set_verbosity(INFO)` in a script without `app.run`): the line goes
+    # to stderr in absl's format through absl's own handler, as absl's module functions print
+    # it, without installing that handler (or any) on the root logger.
+    fn, lno, func, _ = logger.findCaller()
+    _absl_logging.get_absl_handler().handle(
+        logger.makeRecord(logger.name, level, fn, lno, msg, args, None, func))
 
 
 def debug(msg: str, *args: Any, **kwargs: Any) -> None:
