@@ -5,7 +5,9 @@
 
 Filters (`--workloads mlp --contenders shim,tf2 --replicas 1 ...`) narrow the matrix for
 profiling one row. `--json F` appends each result to F as it lands (keep raw runs in
-bench/results/); `--from-json F` renders the tables from such a file without running anything. Exits 1 when a contender process
+bench/results/); `--from-json F` renders the tables from such a file without running anything.
+`--write-results` puts the rows with a target into bench/RESULTS.md between its markers; the
+printed report has every row and the absolute figures. Exits 1 when a contender process
 failed; targets that FAIL do not change the exit code (they are measurements, in the table).
 """
 
@@ -27,6 +29,7 @@ from bench import report
 from bench.workloads import WORKLOADS
 
 RESULTS_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
+MACHINE = "Machine: "
 QUICK = {"steps_per_call": (10,), "replicas": (1,), "contenders": ("shim", "tf2", "legacy"),
          "repeats": 1, "scale": 0.25, "workloads": ("cnn", "mlp", "resnet"),
          "peak_flops": False}
@@ -117,29 +120,58 @@ def _allocators(results: list[dict[str, Any]]) -> str:
     return text
 
 
-def render(results: list[dict[str, Any]], context: list[str]) -> str:
+def _machine(context: list[str]) -> tuple[str, list[str]]:
+    """The machine the results were measured on, and the context without its line.
+
+    Runs record it with their context; older files did not, and rendering them on another
+    machine must not claim that machine as theirs.
+    """
+    recorded = [line for line in context if line.startswith(MACHINE)]
+    if recorded:
+        return recorded[0][len(MACHINE):].rstrip("."), [l for l in context if l not in recorded]
+    return f"not recorded with these results (rendered on {report.machine()})", context
+
+
+def render(results: list[dict[str, Any]], context: list[str], *, full: bool = True,
+           source: str | None = None) -> str:
+    """The tables of a run. `full=False` is RESULTS.md's part: the rows with a target.
+
+    The rows without one and the absolute figures stay in the printed report and in the raw
+    file, which `--from-json` renders whole.
+    """
     table_rows = report.rows(results)
+    shown = table_rows if full else [r for r in table_rows if r.verdict != "info"]
     loads = [r["load1_before"] for r in results]
     tf_versions = sorted({r["tf_version"] for r in results if "tf_version" in r})
     repeats = len({r["repeat"] for r in results})
     processes = len([r for r in results if r.get("kind") != "peak"])
+    machine, context = _machine(context)
     header = context + [
         f"{processes} contender processes in {repeats} interleaved repeat(s); ratios are "
         "shim / reference within a repeat, median [min..max] over repeats; verdicts use the "
         "median. Throughput is the best of up to 5 windows of whole calls after warm-up; "
         "eval/predict from the time difference of a 1-batch and a longer call, each size "
         f"the fastest of {_timing_repeats(results)} call(s), sizes alternating.",
-        f"Machine: {report.machine()}; TensorFlow {' and '.join(tf_versions)}; "
+        f"Machine: {machine}; TensorFlow {' and '.join(tf_versions)}; "
         f"{_allocators(results)}.",
         f"Load (1-min average when each process started): median "
         f"{statistics.median(loads):.2f}, max {max(loads):.2f}, on {os.cpu_count()} cores.",
     ]
+    if not full:
+        info = len(table_rows) - len(shown)
+        where = (f"`.venv/bin/python -m bench --from-json {source}`" if source
+                 else "the run's printed report (no `--json` file was kept)")
+        header.append(f"Shown: the {len(shown)} rows with a target. The {info} rows without "
+                      f"one (info) and the absolute figures per contender: {where}.")
     efficiency = report.efficiency_table(results)
-    return ("\n".join(f"- {line}" for line in header)
-            + f"\n\n### Ratios and targets ({report.summary(table_rows)})\n\n"
-            + report.ratio_table(table_rows)
-            + "\n\n### Absolute figures (medians)\n\n" + report.figures_table(results) + "\n"
-            + (f"\n### Compute efficiency (CNN)\n\n{efficiency}\n" if efficiency else ""))
+    text = ("\n".join(f"- {line}" for line in header)
+            + f"\n\n### Ratios and targets ({report.summary(shown)})\n\n"
+            + report.ratio_table(shown))
+    if full:
+        text += "\n\n### Absolute figures (medians)\n\n" + report.figures_table(results) + "\n"
+    else:
+        text += "\n"
+    return text + (f"\n### Compute efficiency (CNN)\n\n{efficiency}\n" if efficiency else "")
 
 
 def main(argv: list[str]) -> int:
@@ -158,7 +190,8 @@ def main(argv: list[str]) -> int:
         _append(args.json)({"context": [
             f"Command: `{command.strip()}` (from the repository root), started "
             f"{started:%Y-%m-%d %H:%M %Z}. Code: {git_state}.",
-            "Other busy processes at start: " + ("; ".join(busy_before) or "none") + "."]})
+            "Other busy processes at start: " + ("; ".join(busy_before) or "none") + ".",
+            f"{MACHINE}{report.machine()}."]})
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="tpu_bench_") as tmp:
             results = harness.run_all(options, tmp, progress=lambda s: print(s, flush=True),
@@ -172,11 +205,13 @@ def main(argv: list[str]) -> int:
             f"{(time.monotonic() - t0) / 60:.1f} min. Code: {git_state}.",
             "Other busy processes at start: " + ("; ".join(busy_before) or "none") + ".",
             "Other busy processes at end: " + ("; ".join(busy_after) or "none") + ".",
+            f"{MACHINE}{report.machine()}.",
         ]
     text = render(results, context)
     print("\n" + text)
     if args.write_results:
-        report.write_results(RESULTS_MD, text)
+        source = args.from_json or args.json
+        report.write_results(RESULTS_MD, render(results, context, full=False, source=source))
         print(f"Wrote {RESULTS_MD}")
     errors = [r for r in results if "error" in r]
     for r in errors:

@@ -123,3 +123,28 @@ def test_report_has_rows_only_for_the_figures_a_workload_measures():
         for c, t, m in (("shim", 80.0, 11000.0), ("tf2", 50.0, 12000.0))]
     figures = {row.target.figure for row in report.rows(results)}
     assert figures == {"time_to_first_step", "peak_rss_mb"}
+
+
+def test_results_md_part_keeps_the_rows_with_a_target_and_says_where_the_rest_is():
+    """RESULTS.md gets the targeted rows; the machine is the one the results recorded."""
+    from bench import __main__ as bench_main
+
+    def result(contender, steps, rss):
+        return {"contender": contender, "workload": "mlp", "replicas": 1, "steps_per_call": 10,
+                "repeat": 0, "load1_before": 1.0, "tf_version": "2.21.0",
+                "train_steps_per_sec": steps, "train_cpu_ms_per_step": 1.0,
+                "time_to_first_step": 0.3, "peak_rss_mb": rss}
+
+    results = [result("shim", 110.0, 600.0), result("tf2", 100.0, 600.0)]
+    context = ["Command: `x`.", "Machine: 2 cores (Some CPU), 24 GiB RAM."]
+    part = bench_main.render(results, context, full=False, source="bench/results/r.jsonl")
+    full = bench_main.render(results, context)
+    assert "| info |" in full and "| info |" not in part
+    assert "### Absolute figures" in full and "### Absolute figures" not in part
+    assert "| mlp | 1 | 10 | train steps/s | shim 110.0 | tf2 100.0 | 1.10 | >= 0.97 | PASS |" in part
+    assert "`.venv/bin/python -m bench --from-json bench/results/r.jsonl`" in part
+    assert "- Machine: 2 cores (Some CPU), 24 GiB RAM; TensorFlow 2.21.0" in part
+    assert part.count("Machine:") == 1
+    unrecorded = bench_main.render(results, context[:1], full=False)
+    assert "Machine: not recorded with these results (rendered on " in unrecorded
+    assert "the run's printed report (no `--json` file was kept)" in unrecorded
