@@ -7,8 +7,9 @@ Filters (`--workloads mlp --contenders shim,tf2 --replicas 1 ...`) narrow the ma
 profiling one row. `--json F` appends each result to F as it lands (keep raw runs in
 bench/results/); `--from-json F` renders the tables from such a file without running anything.
 `--write-results` puts the rows with a target into bench/RESULTS.md between its markers; the
-printed report has every row and the absolute figures. Exits 1 when a contender process
-failed; targets that FAIL do not change the exit code (they are measurements, in the table).
+printed report has every row, the absolute figures and the CNN's compute efficiency. Exits 1
+when a contender process failed; targets that FAIL do not change the exit code (they are
+measurements, in the table).
 """
 
 from __future__ import annotations
@@ -136,8 +137,8 @@ def render(results: list[dict[str, Any]], context: list[str], *, full: bool = Tr
            source: str | None = None) -> str:
     """The tables of a run. `full=False` is RESULTS.md's part: the rows with a target.
 
-    The rows without one and the absolute figures stay in the printed report and in the raw
-    file, which `--from-json` renders whole.
+    The rows without one, the absolute figures and the compute efficiency stay in the
+    printed report and in the raw file, which `--from-json` renders whole.
     """
     table_rows = report.rows(results)
     shown = table_rows if full else [r for r in table_rows if r.verdict != "info"]
@@ -162,15 +163,15 @@ def render(results: list[dict[str, Any]], context: list[str], *, full: bool = Tr
         where = (f"`.venv/bin/python -m bench --from-json {source}`" if source
                  else "the run's printed report (no `--json` file was kept)")
         header.append(f"Shown: the {len(shown)} rows with a target. The {info} rows without "
-                      f"one (info) and the absolute figures per contender: {where}.")
+                      f"one (info), the absolute figures per contender and the CNN's compute "
+                      f"efficiency: {where}.")
     efficiency = report.efficiency_table(results)
     text = ("\n".join(f"- {line}" for line in header)
             + f"\n\n### Ratios and targets ({report.summary(shown)})\n\n"
             + report.ratio_table(shown))
-    if full:
-        text += "\n\n### Absolute figures (medians)\n\n" + report.figures_table(results) + "\n"
-    else:
-        text += "\n"
+    if not full:
+        return text + "\n"
+    text += "\n\n### Absolute figures (medians)\n\n" + report.figures_table(results) + "\n"
     return text + (f"\n### Compute efficiency (CNN)\n\n{efficiency}\n" if efficiency else "")
 
 

@@ -136,11 +136,16 @@ def test_results_md_part_keeps_the_rows_with_a_target_and_says_where_the_rest_is
                 "time_to_first_step": 0.3, "peak_rss_mb": rss}
 
     results = [result("shim", 110.0, 600.0), result("tf2", 100.0, 600.0)]
+    # A CNN row and the repeat's peak matmul give the full report its compute efficiency.
+    results += [dict(result("shim", 9.0, 800.0), workload="cnn"),
+                {"kind": "peak", "repeat": 0, "matmul_flops_per_sec": 1e11, "load1_before": 1.0}]
     context = ["Command: `x`.", "Machine: 2 cores (Some CPU), 24 GiB RAM."]
     part = bench_main.render(results, context, full=False, source="bench/results/r.jsonl")
     full = bench_main.render(results, context)
+    assert "### Compute efficiency" in full
     assert "| info |" in full and "| info |" not in part
     assert "### Absolute figures" in full and "### Absolute figures" not in part
+    assert "### Compute efficiency" not in part
     assert "| mlp | 1 | 10 | train steps/s | shim 110.0 | tf2 100.0 | 1.10 | >= 0.97 | PASS |" in part
     assert "`.venv/bin/python -m bench --from-json bench/results/r.jsonl`" in part
     assert "- Machine: 2 cores (Some CPU), 24 GiB RAM; TensorFlow 2.21.0" in part
