@@ -5,12 +5,12 @@ resnet 100) trains one step of the bench's v1 model_fn on one replica (`use_tpu=
 iterations_per_loop K), then times evaluate() and predict() per batch, as the difference
 between calls of 1 and 1 + 2K batches (each the fastest of 3), twice: with the model_fn's
 `eval_metrics` (mnist_tpu's accuracy, built in the eval step on one replica) and with the
-same model_fn returning only the loss in EVAL. Session 16 found the ResNet's eval 0.9-1.2 ms
-a batch slower than its predict at K=100 with the metric and level without it, where
-legacy's eval and predict cost the same: metric_fn's updates, built in the step, kept
-consecutive steps from overlapping. Since fe328f4 they run after the steps (5.73 against
-5.58 ms). A development probe, not a contender: it prints
-no BENCH_RESULT and the harness never runs it.
+same model_fn returning only the loss in EVAL. At 8f1becb (results/HISTORY.md, "Reading the
+8f1becb table") the ResNet's eval was 0.9-1.2 ms a batch slower than its predict at K=100
+with the metric and level without it, where legacy's eval and predict cost the same:
+metric_fn's updates, built in the step, kept consecutive steps from overlapping. Since
+fe328f4 they run after the steps (5.73 against 5.58 ms). A development probe, not a
+contender: it prints no BENCH_RESULT and the harness never runs it.
 """
 
 from __future__ import annotations

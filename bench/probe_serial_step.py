@@ -7,8 +7,9 @@ or a `tf.function` returning the predicted classes. Prints the three fastest of 
 over 100 calls, in ms a batch. Run it with `.venv/bin/python` (TF 2.21) and with
 `.venv-legacy/bin/python` (TF 2.15; give it the npz the first run printed, and
 TF_USE_LEGACY_KERAS=0) to tell what TF 2.21 costs a serial step from what the shim adds:
-session 16 found the shim's ResNet eval and predict at iterations_per_loop=1 at 0.89x
-legacy. A development probe, not a contender: it prints no BENCH_RESULT.
+the 8f1becb table (results/HISTORY.md) had the shim's ResNet eval and predict at
+iterations_per_loop=1 at 0.89x legacy. A development probe, not a contender: it prints no
+BENCH_RESULT.
 """
 
 from __future__ import annotations

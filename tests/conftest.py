@@ -118,8 +118,9 @@ def legacy_recorder(name: str):
         return module, json.load(f)
 
 
-# Files in order of their measured time on 2 cores, longest first, down to ~20 s (session 23's
-# `--durations` run; TensorFlow processes, golden replays, 8-replica models). `--dist loadfile`
+# Files in order of their measured time on 2 cores, longest first, down to ~20 s (a
+# `--durations` run of the default tests at b937fa8; TensorFlow processes, golden replays,
+# 8-replica models). `--dist loadfile`
 # hands files to the two workers in collection order, one at a time as each worker frees up:
 # in alphabetical order test_realworld.py (~2 min alone) came last, and one worker ran it while
 # the other sat idle. Longest first, the short files fill in at the end (the longest-job-first

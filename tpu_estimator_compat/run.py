@@ -128,7 +128,8 @@ def tfg_optimizer(choice: str | None) -> str:
 
     Grappler converts every function graph to MLIR and back to run TensorFlow's TFG
     pipeline, which changed no node of any graph measured (BERT-base's train step on 8
-    replicas: 0 nodes, 13.8 of Grappler's 47.6 s; bench/RESULTS.md, session 24). The
+    replicas: 0 nodes, 13.8 of Grappler's 47.6 s; Grappler's own log at 046ec71,
+    bench/results/HISTORY.md). The
     launcher owns its process, so it turns the pipeline off unless told otherwise
     (`--tfg_optimizer`) or the variable is already set. The library applies the variable
     before its first compiled call (`strategy_state.apply_process_settings`); library users set it

@@ -343,7 +343,8 @@ def fresh_random_kernels() -> None:
 # every function it optimises, converting each graph to MLIR and back. TensorFlow's own
 # meta_optimizer.cc says it "won't run any optimizations right now"; on BERT-base's train
 # step over 8 replicas it changed no node of any graph and took 13.8 of Grappler's 47.6 s
-# (bench/RESULTS.md, session 24). `RewriterConfig.disable_tfg_optimizer` turns it off, but
+# (Grappler's own log at 046ec71, bench/results/HISTORY.md).
+# `RewriterConfig.disable_tfg_optimizer` turns it off, but
 # `tf.config.optimizer.set_experimental_options` has no key for it: the eager context's base
 # ConfigProto, from which every thread builds the options its function calls carry, is the
 # one place to set it.

@@ -62,7 +62,7 @@ class RuntimeScope:
 # sets "off" unless told otherwise (`run.tfg_optimizer`); a program using the library
 # directly sets the variable itself. Off, a big model's first call starts sooner and runs
 # the same graph: on BERT-base's train step over 8 replicas the pipeline changed no node and
-# took 13.8 of Grappler's 47.6 s (bench/RESULTS.md, session 24).
+# took 13.8 of Grappler's 47.6 s (Grappler's own log at 046ec71, bench/results/HISTORY.md).
 TFG_OPTIMIZER_ENV = "TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER"
 
 
