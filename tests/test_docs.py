@@ -1,6 +1,6 @@
 """The docs speak of the code, not its history, and stay readable and findable.
 
-Three checks over the repository's text:
+Four checks over the repository's text:
 
 - no work-period counter in any tracked text file or file name: a running count of past
   work periods dates nothing a reader can look up, where a commit and a command do. Caught:
@@ -14,7 +14,10 @@ Three checks over the repository's text:
 - every `*.py` path the docs (README.md, migration_guide/, bench/RESULTS.md) name in this
   repository exists: a path under a top-level folder or a package subpackage, and a test
   file named alone. `bench/results/HISTORY.md` is left out: each of its sections describes
-  the code at the commit it names.
+  the code at the commit it names;
+- the layout docs follow the package: `migration_guide/architecture.md`'s layer table names
+  every module in its layer's row and only modules that exist, and README's Layout names
+  every subpackage and top-level module.
 
 `python tests/test_docs.py DIR` runs the same checks over another copy of the repository
 (e.g. an older commit's, `git archive COMMIT | tar -x -C DIR`) and prints what it finds.
@@ -157,6 +160,55 @@ def py_path_findings(root: pathlib.Path) -> list[str]:
     return findings
 
 
+def _layout_section(text: str) -> str:
+    start = text.index("## Layout")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def layout_findings(root: pathlib.Path) -> list[str]:
+    """Modules the layout docs leave out or name wrongly.
+
+    migration_guide/architecture.md's layer table names every module of each subpackage in
+    that subpackage's row, and the top-level modules and subpackages without a row of their
+    own in the other rows (base, vocabulary, tools); every module it names exists. README's
+    Layout names every subpackage (`name/`) and top-level module.
+    """
+    package = root / PACKAGE
+    subpackages = sorted(p.name for p in package.iterdir() if (p / "__init__.py").is_file())
+    top_modules = sorted(p.name for p in package.glob("*.py"))
+    page = "migration_guide/architecture.md"
+    rows = {}
+    for line in (root / page).read_text().splitlines():
+        cells = table_cells(line) if line.startswith("| ") else []
+        if len(cells) >= 2 and not set(cells[0]) <= set("-"):
+            rows[cells[0]] = cells[1]
+    findings = []
+    top_named = set()
+    for first, owns in rows.items():
+        names = set(re.findall(r"`(\w+\.py)`", owns))
+        layer = re.fullmatch(r"`(\w+)/`", first)
+        if layer and layer.group(1) in subpackages:
+            where = package / layer.group(1)
+            for missing in sorted({p.name for p in where.glob("*.py")} - {"__init__.py"} - names):
+                findings.append(f"{page}: the {first} row does not name {missing}")
+        else:
+            where = package
+            top_named |= names | {n + "/" for n in re.findall(r"`(\w+)/`", owns)}
+        for name in sorted(names):
+            if not (where / name).is_file():
+                findings.append(f"{page}: the {first} row names {name}, which does not exist")
+    rowed = {m.group(1) for m in (re.fullmatch(r"`(\w+)/`", f) for f in rows) if m}
+    for name in top_modules + [p + "/" for p in subpackages if p not in rowed]:
+        if name not in top_named:
+            findings.append(f"{page}: no row names {PACKAGE}/{name}")
+    layout = _layout_section((root / "README.md").read_text())
+    for name in [p + "/" for p in subpackages] + [m for m in top_modules if m != "__init__.py"]:
+        if f"`{name}`" not in layout and f"`{PACKAGE}/{name}`" not in layout:
+            findings.append(f"README.md: Layout does not name {name}")
+    return findings
+
+
 def test_no_work_period_counters():
     findings = counter_findings(REPO)
     assert not findings, "work-period counters (give a commit and a command instead):\n" + \
@@ -172,6 +224,11 @@ def test_guide_table_cells_stay_readable():
 def test_python_paths_named_in_docs_exist():
     findings = py_path_findings(REPO)
     assert not findings, "docs name files that do not exist:\n" + "\n".join(findings)
+
+
+def test_layout_docs_name_every_module():
+    findings = layout_findings(REPO)
+    assert not findings, "layout docs out of step with the package:\n" + "\n".join(findings)
 
 
 def test_the_checks_catch_what_they_are_for(tmp_path):
@@ -194,7 +251,14 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         f"Found in this {_COUNTER}: nothing.\n"
         f"Handled since the end of\n{_COUNTER}\n25.\n"
         f"Checkpoints at 2, 2, fixed this {_COUNTER} (0, 1, 2).\n"
-        "`loop/plumbing.py` and `test_plumbing.py`.\n")
+        "`loop/plumbing.py` and `test_plumbing.py`.\n"
+        "## Layout\n\n- `loop/`: the loops.\n")
+    (tmp_path / PACKAGE / "__init__.py").write_text("")
+    (tmp_path / PACKAGE / "log.py").write_text("")
+    (tmp_path / PACKAGE / "loop" / "driver.py").write_text("")
+    (tmp_path / "migration_guide" / "architecture.md").write_text(
+        "| Layer | Owns | May import |\n|---|---|---|\n"
+        "| `loop/` | `train_loop.py`, `plumbing.py` | below |\n| tools | `__init__.py` | all |\n")
     (tmp_path / "migration_guide" / "page.md").write_text(
         "| a | b |\n|---|---|\n| " + "x" * MAX_CELL + " | `a \\| b` " + "y" * MAX_CELL + " |\n")
     counters = counter_findings(tmp_path)
@@ -207,6 +271,11 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert "column 2" in long_cell_findings(tmp_path)[0]
     assert [f.split(": ")[1] for f in py_path_findings(tmp_path)] == [
         "loop/plumbing.py does not exist", "test_plumbing.py does not exist"]
+    assert layout_findings(tmp_path) == [
+        "migration_guide/architecture.md: the `loop/` row does not name driver.py",
+        "migration_guide/architecture.md: the `loop/` row names plumbing.py, which does not exist",
+        f"migration_guide/architecture.md: no row names {PACKAGE}/log.py",
+        "README.md: Layout does not name log.py"]
 
 
 def main(argv: list[str]) -> int:
@@ -216,7 +285,9 @@ def main(argv: list[str]) -> int:
                             ("guide table cells over %d characters" % MAX_CELL,
                              long_cell_findings(root)),
                             ("*.py paths named in docs that do not exist",
-                             py_path_findings(root))):
+                             py_path_findings(root)),
+                            ("modules the layout docs leave out or misname",
+                             layout_findings(root))):
         print(f"{title}: {len(findings)}")
         for finding in findings:
             print("  " + finding)
