@@ -1,6 +1,6 @@
 """The docs speak of the code, not its history, and stay readable and findable.
 
-Four checks over the repository's text:
+Five checks over the repository's text:
 
 - no work-period counter in any tracked text file or file name: a running count of past
   work periods dates nothing a reader can look up, where a commit and a command do. Caught:
@@ -17,7 +17,9 @@ Four checks over the repository's text:
   the code at the commit it names;
 - the layout docs follow the package: `migration_guide/architecture.md`'s layer table names
   every module in its layer's row and only modules that exist, and README's Layout names
-  every subpackage and top-level module.
+  every subpackage and top-level module;
+- `bench/RESULTS.md` stays at most `MAX_RESULTS_LINES` long: the current table and the
+  findings that still hold, the dated readings in `bench/results/HISTORY.md`.
 
 `python tests/test_docs.py DIR` runs the same checks over another copy of the repository
 (e.g. an older commit's, `git archive COMMIT | tar -x -C DIR`) and prints what it finds.
@@ -34,6 +36,7 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = "tpu_estimator_compat"
 MAX_CELL = 400
+MAX_RESULTS_LINES = 250
 THIS_FILE = "tests/test_docs.py"
 
 _COUNTER = "session"  # Spelled once, so that this file's own patterns are not a finding.
@@ -209,6 +212,17 @@ def layout_findings(root: pathlib.Path) -> list[str]:
     return findings
 
 
+def results_page_findings(root: pathlib.Path) -> list[str]:
+    """bench/RESULTS.md over `MAX_RESULTS_LINES`: the current table and the findings that
+    still hold fit; dated readings belong in bench/results/HISTORY.md."""
+    page = root / "bench" / "RESULTS.md"
+    lines = len(page.read_text().splitlines()) if page.is_file() else 0
+    if lines > MAX_RESULTS_LINES:
+        return [f"bench/RESULTS.md has {lines} lines (at most {MAX_RESULTS_LINES}; move dated "
+                "notes to bench/results/HISTORY.md)"]
+    return []
+
+
 def test_no_work_period_counters():
     findings = counter_findings(REPO)
     assert not findings, "work-period counters (give a commit and a command instead):\n" + \
@@ -229,6 +243,11 @@ def test_python_paths_named_in_docs_exist():
 def test_layout_docs_name_every_module():
     findings = layout_findings(REPO)
     assert not findings, "layout docs out of step with the package:\n" + "\n".join(findings)
+
+
+def test_results_page_stays_short():
+    findings = results_page_findings(REPO)
+    assert not findings, findings[0] if findings else ""
 
 
 def test_the_checks_catch_what_they_are_for(tmp_path):
@@ -276,6 +295,9 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         "migration_guide/architecture.md: the `loop/` row names plumbing.py, which does not exist",
         f"migration_guide/architecture.md: no row names {PACKAGE}/log.py",
         "README.md: Layout does not name log.py"]
+    assert results_page_findings(tmp_path) == []
+    (tmp_path / "bench" / "RESULTS.md").write_text("row\n" * (MAX_RESULTS_LINES + 1))
+    assert results_page_findings(tmp_path)[0].startswith("bench/RESULTS.md has 251 lines")
 
 
 def main(argv: list[str]) -> int:
@@ -287,7 +309,9 @@ def main(argv: list[str]) -> int:
                             ("*.py paths named in docs that do not exist",
                              py_path_findings(root)),
                             ("modules the layout docs leave out or misname",
-                             layout_findings(root))):
+                             layout_findings(root)),
+                            ("bench/RESULTS.md over %d lines" % MAX_RESULTS_LINES,
+                             results_page_findings(root))):
         print(f"{title}: {len(findings)}")
         for finding in findings:
             print("  " + finding)
