@@ -48,7 +48,7 @@ COUNTERS = (
     # Not `each session.run`, `this session(...)`.
     re.compile(rf"\b(?:this|previous|earlier|last|next|each){_GAP}{_COUNTER}\b"
                r"(?!\.\w|\()", re.I),
-    re.compile(rf"\brounds?{_GAP}\d+\b", re.I),
+    re.compile(rf"\brounds?{_GAP}\d+(?!\d|\.\d)", re.I),
 )
 # A counter as a label in a path: `results-s24-bert8.jsonl`, `/tmp/s16/run.jsonl`.
 PATH_LABEL = re.compile(r"(?<=[-/])s\d{1,3}(?=[-/._])")
@@ -270,6 +270,7 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         f"Found in this {_COUNTER}: nothing.\n"
         f"Handled since the end of\n{_COUNTER}\n25.\n"
         f"Checkpoints at 2, 2, fixed this {_COUNTER} (0, 1, 2).\n"
+        "Halves round 0.5 up.\nFound in round 12.\n"
         "`loop/plumbing.py` and `test_plumbing.py`.\n"
         "## Layout\n\n- `loop/`: the loops.\n")
     (tmp_path / PACKAGE / "__init__.py").write_text("")
@@ -282,7 +283,7 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         "| a | b |\n|---|---|\n| " + "x" * MAX_CELL + " | `a \\| b` " + "y" * MAX_CELL + " |\n")
     counters = counter_findings(tmp_path)
     assert [f.split(": ")[0] for f in counters] == [
-        "README.md:3", "README.md:4", "README.md:6", "README.md:8",
+        "README.md:3", "README.md:4", "README.md:6", "README.md:8", "README.md:10",
         "bench/results/results-s24-bert.jsonl",
         f"{PACKAGE}/loop/train_loop.py:2"], counters
     assert [f.split(": ")[0] for f in long_cell_findings(tmp_path)] == [
