@@ -6,6 +6,7 @@ devices so MirroredStrategy can stand in for the 8 cores of a TPU. Tests take th
 fixture to run once on the default strategy and once on MirroredStrategy over the 8 logical
 CPUs.
 """
+import fnmatch
 import os
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -156,12 +157,27 @@ def _eight_replica_variant_is_opt_in(item) -> bool:
     return any(callspec.params[name] not in values for name, values in mark.kwargs.items())
 
 
+def _case_is_marked_slow(item) -> bool:
+    """True for a case of a parameterized test that its `slow_cases` mark names.
+
+    `@pytest.mark.slow_cases("mirrored8", "bert")`: the cases whose id (the text in the
+    brackets of the test id) matches one of the shell-style patterns run in the slow set
+    only; the test's other cases stay in the default run. `@pytest.mark.slow` on a test
+    moves every case.
+    """
+    mark = item.get_closest_marker("slow_cases")
+    callspec = getattr(item, "callspec", None)
+    if mark is None or callspec is None:
+        return False
+    return any(fnmatch.fnmatchcase(callspec.id, pattern) for pattern in mark.args)
+
+
 # Before the `-m` selection, which reads the `slow` marks added here.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     del config
     for item in items:
-        if _eight_replica_variant_is_opt_in(item):
+        if _eight_replica_variant_is_opt_in(item) or _case_is_marked_slow(item):
             item.add_marker(pytest.mark.slow)
     rank = {name: i for i, name in enumerate(_HEAVY_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # A stable sort.

@@ -32,6 +32,7 @@ def installed():
     tpu_estimator_compat.install_aliases()
 
 
+@pytest.mark.slow
 def test_import_patches_nothing_and_install_serves_from_import():
     code = textwrap.dedent("""
         import sys

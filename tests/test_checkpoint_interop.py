@@ -54,6 +54,7 @@ def test_committed_model_dir_is_a_legacy_checkpoint(label, golden_dir):
     assert size < 100_000, size
 
 
+@pytest.mark.slow
 def test_legacy_model_dir_resumes_on_shim_bit_exact(tmp_path):
     result = _parity("resume", f"--golden_dir={INTEROP_MODEL}", f"--work_dir={tmp_path}",
                      f"--out={tmp_path / 'out'}")

@@ -422,6 +422,7 @@ def test_manager_argument_errors(tmp_path):
         CheckpointManager(str(tmp_path), saver).save(1.5)
 
 
+@pytest.mark.slow
 def test_saving_logs_no_tensorflow_deprecation_warning(tmp_path):
     """A default run printed TF's deprecation warning for `update_checkpoint_state` with its
     first save. TF prints each such warning once per process, so this runs in a fresh one;
@@ -480,6 +481,7 @@ print("RESTORED", len(names), step, ",".join(trainable))
 """
 
 
+@pytest.mark.slow
 def test_meta_graph_restores_the_checkpoint_in_a_process_without_the_library(tmp_path):
     strategy = make_strategy("default")
     variables = make_variables(strategy)

@@ -243,6 +243,7 @@ def test_contrib_keras_layers_train_in_a_tpu_estimator_model_fn(tmp_path, strate
     assert kernel.shape == (16, 10) and np.all(np.isfinite(kernel))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_tpu", [
     "true", pytest.param("false", marks=pytest.mark.slow)])
 def test_cifar_keras_idioms_run_unchanged_through_the_launcher(tmp_path, use_tpu):

@@ -40,6 +40,7 @@ def contrib_host_call_model_fn(features, labels, mode, params):
                             host_call=(host_call_fn, [gs, loss]))
 
 
+@pytest.mark.slow_cases('mirrored8-True', 'mirrored8-False')
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_contrib_summary_host_call_writes_what_tf2_summaries_write(tmp_path, strategy,
                                                                    use_tpu):

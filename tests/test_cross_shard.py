@@ -178,6 +178,7 @@ def test_raw_op_stays_keyword_only():
         tf.raw_ops.CrossReplicaSum(tf.constant(1.0), [[0]])
 
 
+@pytest.mark.slow
 def test_names_bound_at_import_time_are_mapped_in_a_fresh_process():
     # `from ...tpu_ops import cross_replica_sum` at a script's top runs before any estimator
     # exists: install_aliases() (the launcher) must have mapped it already.

@@ -117,6 +117,7 @@ def _served(export_dir, x):
 # Child processes.
 
 
+@pytest.mark.slow
 def test_eager_off_trains_to_the_same_losses_as_eager_on(children):
     baseline, baseline_err = children["baseline"].result()
     eager_off, eager_off_err = children["eager_off"].result()

@@ -278,6 +278,7 @@ def test_tpu_update_rule_matches_numpy_reference_default_strategy(name, tmp_path
     _run_case(make_strategy("default"), tmp_path, name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MIRRORED_CASES)
 def test_tpu_update_rule_sums_over_eight_replicas(name, tmp_path):
     _run_case(make_strategy("mirrored8"), tmp_path, name)
@@ -407,6 +408,7 @@ _LOAD_WITHOUT_LIBRARY = textwrap.dedent("""
 # in test_parity (the embedding golden's 8-replica replay: losses, evaluate with a padded
 # batch, predictions), the update rules summed over 8 replicas above, and the legacy
 # checkpoint evaluated and resumed on 8 replicas below.
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy_name", ["default",
                                            pytest.param("mirrored8", marks=pytest.mark.slow)])
 def test_train_evaluate_predict_export_on_the_tpu_path(strategy_name, tmp_path):
@@ -489,6 +491,7 @@ def test_config_dicts_feed_activations_to_model_fn(tmp_path):
 # Checkpoints across paths and stacks.
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_legacy_cpu_checkpoint_evaluates_and_resumes_on_the_tpu_path(strategy, tmp_path):
     """tests/goldens/embedding/legacy_model_dir: TF 2.15's TPUEstimator, use_tpu=False."""
     import json
@@ -639,6 +642,7 @@ def test_memory_check_counts_slots():
         embedding.check_fits(tables, need - 1)
 
 
+@pytest.mark.slow
 def test_legacy_cpu_checkpoint_resumes_bit_exact_on_the_cpu_path(tmp_path):
     """use_tpu=False: legacy's model_dir at step 30, 10 more steps, as legacy continued them."""
     from tpu_estimator_compat import parity

@@ -44,6 +44,7 @@ class StepRecorder(tf.compat.v1.train.CheckpointSaverListener):
         self.values[global_step_value] = checkpoint_values(path)
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_mnist_style_model_trains_and_loss_falls(tmp_path, strategy):
     """The mnist_tpu-style CNN (CrossShardOptimizer, exponential_decay) learns real digits."""
     est = make_estimator(tmp_path, strategy, params={"learning_rate": 0.2}, ipl=10)
@@ -130,6 +131,7 @@ def test_max_steps_reached_trains_nothing_and_steps_count_from_restore(tmp_path,
     assert len(calls) == 2  # A new train() calls input_fn afresh, as legacy did.
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_resume_restores_exactly_and_continues_schedule(tmp_path, strategy):
     """10 + 10 steps across two estimators equal 20 uninterrupted steps, bit for bit.
 
@@ -203,6 +205,7 @@ def test_cnn_checkpoint_keys_equal_tf1_graph_names(tmp_path, strategy):
     assert names == tf1_variable_names(models.cnn_model_fn, [8, 8, 8, 1], {})
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_same_seed_same_weights(tmp_path, strategy):
     runs = []
     for i in range(2):
@@ -420,6 +423,7 @@ def test_variable_initial_value_from_features_is_a_clear_error(tmp_path):
         est.train(models.digits_input_fn(64, flat=True), steps=1)
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_model_fn_gets_static_per_replica_shapes_from_input_of_unknown_length(tmp_path,
                                                                              strategy):
     """Legacy's TPU infeed gave model_fn static per-core shapes. A TF1 `Dataset.map` after
@@ -458,6 +462,7 @@ def test_model_fn_gets_static_per_replica_shapes_from_input_of_unknown_length(tm
         ("eval", (per_replica, 64), (per_replica,))}
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_step_zero_checkpoint_written_while_compiling_equals_one_written_before(
         tmp_path, strategy, monkeypatch):
     """A fresh model_dir's step-0 checkpoint is written while the train function's graph is

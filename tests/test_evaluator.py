@@ -121,6 +121,7 @@ def test_only_evaluator_zero_may_run():
                                           _spec())
 
 
+@pytest.mark.slow
 def test_a_checkpoints_iterator_loop_follows_a_trainer_to_its_last_checkpoint(tmp_path):
     """`for ckpt in tf.train.checkpoints_iterator(model_dir): estimator.evaluate(...)`."""
     job = cluster_job.Job(tmp_path)

@@ -215,6 +215,7 @@ def test_evaluation_and_prediction_hooks_fetch_model_tensors_per_step_as_legacy_
     assert shim["predict"]["classes"] == legacy["predict"]["classes"]
 
 
+@pytest.mark.slow
 def test_evaluation_and_prediction_hooks_fetch_model_tensors_on_replicas(tmp_path):
     """On 8 replicas the loss is the global batch's, other tensors replica 0's."""
     import conftest
@@ -328,6 +329,7 @@ def _digits_loss(kernel, bias, x, y):
     return float(-log_probs[np.arange(len(y)), y].mean())
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_evaluation_hook_restoring_ema_weights_evaluates_them(tmp_path, strategy):
     """Legacy ran begin() and after_create_session() on the finalized model graph: the hook
     sees every variable, and its Saver's restore replaces the checkpoint's weights by their

@@ -70,6 +70,7 @@ def _input_fn(params):
         params["batch_size"], drop_remainder=True)
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_hub_module_in_model_fn_trains_from_its_weights_and_evaluates(
         tmp_path, strategy, module_path):
     config = RunConfig(model_dir=str(tmp_path / "model"), train_distribute=strategy,

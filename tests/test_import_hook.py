@@ -318,6 +318,7 @@ def test_finder_ignores_other_modules():
     assert sum(isinstance(f, legacy_imports.LegacyModuleFinder) for f in sys.meta_path) == 1
 
 
+@pytest.mark.slow
 def test_tensorflow_hub_imports_with_aliases_in_a_fresh_process():
     code = textwrap.dedent("""
         import tpu_estimator_compat
@@ -352,6 +353,7 @@ def launched(tmp_path_factory):
             process.kill()
 
 
+@pytest.mark.slow_cases('on')
 @pytest.mark.parametrize("mode", ["on", "off"])
 def test_launcher_runs_the_legacy_import_forms(launched, mode):
     process, out = launched[mode]

@@ -118,6 +118,7 @@ def test_predict_every_example_once_in_order(trained):
     assert [int(p["class_ids"]) for p in predictions] == list(np.argmax(logits, 1))
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_predict_keys_and_batches(trained):
     batches = list(trained.predict(eval_input_fn(with_labels=False),
                                    predict_keys=["class_ids"], yield_single_examples=False))
@@ -159,6 +160,7 @@ def test_scalar_in_eval_metrics_raises_legacy_error(tmp_path, strategy):
         est.evaluate(eval_input_fn())
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_dict_eval_metrics_called_by_keyword(trained):
     def model_fn(features, labels, mode, params):
         spec = models.linear_full_model_fn(features, labels, mode, params)
@@ -208,6 +210,7 @@ def test_estimator_spec_rejected_for_tpu_evaluation(tmp_path, strategy):
         est.evaluate(eval_input_fn())
 
 
+@pytest.mark.slow
 def test_export_round_trips_in_fresh_process(trained, tmp_path):
     receiver = export_lib.build_raw_serving_input_receiver_fn(
         {"x": tf.TensorSpec([None, 64], tf.float32)})
@@ -266,6 +269,7 @@ def test_one_value_per_step_eval_metrics_pass_through_without_padding(tmp_path):
     np.testing.assert_allclose(results["step_loss"], results["loss"], rtol=1e-6)
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_one_value_per_step_eval_metrics_refused_when_batches_are_padded(tmp_path, strategy):
     """Padded (use_tpu=True; any use_tpu on 8 replicas): its value would count padding, so
     the step that had padding rows (the partial last batch of 300 rows) is refused."""
@@ -331,6 +335,7 @@ def _per_token_model_fn(features, labels, mode, params):
     return spec._replace(eval_metrics=(metric_fn, [tokens]))
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_eval_metrics_with_k_rows_per_example_pass_when_no_step_is_padded(tmp_path, strategy):
     """Legacy never padded eval batches; full batches need no row removal, whatever shape
     the metric tensors have. A padded step is refused, naming the fix."""
@@ -382,6 +387,7 @@ def test_train_distribute_alone_leaves_evaluation_undistributed(tmp_path):
     assert result["mean_loss"] == pytest.approx(result["loss"], rel=1e-5)
 
 
+@pytest.mark.slow_cases('mirrored8')
 @pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
 def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
                                                                        strategy_name):

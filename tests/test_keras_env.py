@@ -18,6 +18,7 @@ def run(code, env_extra):
                           env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_import_sets_legacy_keras_before_first_touch():
     """Set before TensorFlow loads, too: TF's __init__ otherwise imports Keras 3's optimizers
     (with scikit-learn and SciPy, ~1.7 s of start-up) though tf.keras will be tf-keras."""
@@ -34,6 +35,7 @@ def test_import_sets_legacy_keras_before_first_touch():
     assert "root handlers: []" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_keras3_loaded_first_is_a_clear_error():
     done = run("import tensorflow as tf\nprint(tf.keras.__name__)\n"
                "import tpu_estimator_compat as t\n"
@@ -223,6 +225,7 @@ class _OuterLayer(tf.keras.layers.Layer):
         return self.inner(x)
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_layer_made_in_build_keeps_model_fn_layers_v1(strategy, tmp_path):
     """A Dense made in model_fn, then a Dense made in another layer's build(), then the first
     one called: legacy's graph made both v1 layers. Without the graph view's answer the second

@@ -91,6 +91,7 @@ def resnet_run(request, tmp_path_factory):
     return estimator, model_dir
 
 
+@pytest.mark.slow
 def test_resnet_trains_evaluates_and_predicts(resnet_run):
     estimator, _ = resnet_run
     results = estimator.evaluate(digits_input.DigitsInput(False, "test").input_fn)
@@ -207,6 +208,7 @@ def bert_input_fns(directory, pad):
 
 
 # 8 replicas: ~40 s here, opt-in (`-m slow`) to keep the default run under 20 minutes.
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy_name",
                          ["default", pytest.param("mirrored8", marks=pytest.mark.slow)])
 def test_bert_fine_tunes_from_pretrained_checkpoint(tmp_path, strategy_name,
@@ -252,6 +254,7 @@ def test_bert_fine_tunes_from_pretrained_checkpoint(tmp_path, strategy_name,
     assert results["eval_accuracy"] == pytest.approx(np.mean(predicted == labels), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_bert_cpu_path_init_from_checkpoint_loses_to_model_dir(tmp_path, pretrained_checkpoint):
     """use_tpu=False: model_fn calls init_from_checkpoint itself in every mode. As in TF1, that
     only sets initializers: once model_dir has a checkpoint, evaluate restores it and the

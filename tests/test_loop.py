@@ -179,6 +179,7 @@ def test_padded_inference_loop_stops_at_the_first_all_padding_batch(strategy):
     assert sorted(result.gathered[0][result.mask].tolist()) == list(range(20))
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_inference_loop_passes_one_value_per_step_leaves_through(strategy):
     """A leaf whose axis 0 is not the batch (one value per replica per step) is split per
     step by its own size, not by the step's rows."""

@@ -424,6 +424,7 @@ def test_cpu_path_metrics_of_an_empty_evaluation_are_their_initial_values(tmp_pa
 
 
 # Each flag's path runs in the default run; the mixed pairs are opt-in (`-m slow`).
+@pytest.mark.slow
 @pytest.mark.parametrize("use_tpu, table_in_metric_fn", [
     (False, False), (True, True),
     pytest.param(True, False, marks=pytest.mark.slow),
@@ -674,6 +675,7 @@ def _static_input_fn(params, rows=16, drop_remainder=True):
                                                             drop_remainder=drop_remainder)
 
 
+@pytest.mark.slow
 def test_tpu_metric_fn_needing_a_static_batch_axis_gets_legacys(tmp_path):
     """use_tpu=True on 8 replicas: the per-replica `[1, batch]` tensors arrive as `[8, 1]`
     with a static axis 0, so metric_fn's `-1` reshape and float `tf.size` work as on legacy

@@ -20,6 +20,7 @@ def test_there_are_snippets():
     assert len(PAGES) >= 4
 
 
+@pytest.mark.slow_cases('README.md', 'embeddings.md', 'hooks.md', 'launcher.md', 'multi_worker.md', 'porting_mnist.md', 'strategies.md', 'traps.md')
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_snippets_run(page, tmp_path):
     code = "\n\n".join(SNIPPET.findall(page.read_text()))

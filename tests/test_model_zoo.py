@@ -191,6 +191,7 @@ def replicas(strategy_name: str) -> int:
 # The zoo.
 
 
+@pytest.mark.slow_cases('clipped_nesterov-mirrored8', 'ema-mirrored8', 'unfused_bn-mirrored8', 'embedding-mirrored8', 'counters_scaffold-mirrored8', 'gan_two_optimizers-mirrored8')
 @pytest.mark.parametrize("name,strategy_name", _params())
 def test_zoo_model_trains_evaluates_predicts(name, strategy_name, tmp_path):
     case = CASES[name]

@@ -112,6 +112,7 @@ def _writes_under(trace_path, directory):
     return found
 
 
+@pytest.mark.slow
 def test_two_workers_train_like_one_process_of_four_replicas(job, tmp_path):
     """2 workers x 2 CPUs == 1 process x 4 CPUs: same weights, same eval, chief-only files."""
     initial = _initial_values()
@@ -255,6 +256,7 @@ def test_killed_worker_job_restarts_from_last_checkpoint(job, tmp_path):
 PEER_TIMEOUT = 5  # Seconds: the launcher's --peer_timeout_secs in the test below.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("frozen", ["worker1", pytest.param("chief", marks=pytest.mark.slow)])
 def test_frozen_task_stops_every_other_task_with_a_clear_error_in_time(tmp_path, frozen):
     """SIGSTOP one task of chief + 2 workers: the others fail, naming it, within the timeout.

@@ -255,6 +255,7 @@ def _train_bert_style(model_dir: Any, extra: str | None) -> tuple[dict[str, Any]
 
 
 # Each extra state and the chained writes run by default; plain and chained is opt-in.
+@pytest.mark.slow
 @pytest.mark.parametrize("extra,chained", [
     (None, False), ("summed", True), ("replica_local", False),
     pytest.param(None, True, marks=pytest.mark.slow)])

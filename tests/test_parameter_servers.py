@@ -115,6 +115,7 @@ def test_chief_workers_ps_and_evaluator_train_and_evaluate(job, tmp_path):
     assert accuracy > 0.75
 
 
+@pytest.mark.slow
 def test_train_then_evaluate_on_the_chief_of_a_ps_cluster(job, tmp_path):
     """A script calling train() then evaluate(): the workers and ps serve inside train(), a
     v1 optimizer's slots live on the ps tasks too, and the chief evaluates on its own devices

@@ -162,6 +162,7 @@ def test_goldens_exist_and_are_small():
     assert total < 3 * 2**20, f"tests/goldens is {total / 2**20:.1f} MB; keep it under 3 MB."
 
 
+@pytest.mark.slow_cases('bert')
 def test_golden_records_what_the_issue_asks(case):
     recipe, golden, _, _ = case
     data = golden.data

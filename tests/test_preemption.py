@@ -95,6 +95,7 @@ STOPS = [pytest.param(15, 143, 143, "SIGTERM", id="sigterm"),
          pytest.param(2, 130, 143, "SIGINT", id="ctrl_c", marks=pytest.mark.slow)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, worker_code, chief_code, signal_name", STOPS)
 def test_a_signal_stops_the_job_at_one_step_and_it_resumes_exactly(
         job, tmp_path, signum, worker_code, chief_code, signal_name):

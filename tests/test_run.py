@@ -127,6 +127,7 @@ def _checkpoint_names(model_dir):
     return {name for name, _ in tf.train.list_variables(tf.train.latest_checkpoint(model_dir))}
 
 
+@pytest.mark.slow
 def test_mnist_runs_unchanged_with_use_tpu_on_a_machine_without_tpu(runs):
     stdout, stderr = _assert_ok(runs, "mnist")
     predictions = re.findall(r"^Prediction (\d): class \d \(p=[01]\.\d{3}\), label \d$",
@@ -265,6 +266,7 @@ def test_tfg_optimizer_choice(monkeypatch, env, choice, expected):
 
 # One launch per outcome in the default run (each is a TensorFlow process); the rule that
 # picks the allocator is test_cpu_allocator_choice's, all of its cases.
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, bfc", [
     (["--cpu_replicas=2"], True),
     pytest.param([], False, marks=pytest.mark.slow),
@@ -308,6 +310,7 @@ def _default_signal_handlers():
         signal.signal(signum, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 def test_tf1_script_writes_summary_protos_with_a_top_level_file_writer(tmp_path):
     """tensorflow/tpu retinanet's eval loop: a v1 FileWriter with eager left on (TF1 mode)."""
     script = tmp_path / "eval_tf1.py"

@@ -112,6 +112,7 @@ def _step(model_dir):
     return None if path is None else int(tf.train.load_checkpoint(path).get_tensor("global_step"))
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_and_exits(tmp_path):
     proc = _start(tmp_path, 100000)
     try:
@@ -130,6 +131,7 @@ def test_sigterm_checkpoints_and_exits(tmp_path):
     assert _step(tmp_path) == step + 1
 
 
+@pytest.mark.slow
 def test_ctrl_c_checkpoints_the_steps_done_and_reraises(tmp_path):
     """SIGINT (Ctrl-C) between saves: the step reached is checkpointed, with its weights.
 
@@ -157,6 +159,7 @@ def test_ctrl_c_checkpoints_the_steps_done_and_reraises(tmp_path):
         np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name))
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_leaves_a_resumable_model_dir(tmp_path):
     """Killed with SIGKILL 3 times at random moments; every restart resumes; final weights
     equal an uninterrupted run's exactly (same batch each step, one replica, oneDNN off)."""

@@ -97,6 +97,7 @@ def run_quiet(args, **kwargs):
                           check=True, **kwargs)
 
 
+@pytest.mark.slow
 def test_raw_receiver_export_serves_checkpoint_values(checkpoint, tmp_path):
     prefix, _, _ = checkpoint
     seen_params = []

@@ -45,6 +45,7 @@ def _train_in_child(tmp_path, setting):
     return result, done.stderr.count("] tfg_optimizer{")
 
 
+@pytest.mark.slow
 def test_tfg_optimizer_off_skips_the_pipeline_and_computes_the_same(tmp_path):
     """Grappler says in its own log which passes ran on each graph (meta_optimizer=1)."""
     on, runs_on = _train_in_child(tmp_path, "on")

@@ -500,6 +500,7 @@ def test_no_model_fn_summaries_without_save_summary_steps(tmp_path):
     assert not any("twice_loss" in tags for _, tags, _ in summary_events(str(tmp_path)))
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_host_call_in_eval(tmp_path, strategy):
     """host_call works in EVAL too: the fn runs per eval step with real rows only."""
 

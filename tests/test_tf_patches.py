@@ -368,6 +368,7 @@ def _private_names(line):
     return [n for n in re.findall(r"\._([A-Za-z]\w*)", line) if not n.endswith("__")]
 
 
+@pytest.mark.slow
 def test_pylint_finds_protected_access_only_in_the_seam_modules():
     if importlib.util.find_spec("pylint") is None:
         pytest.skip("pylint is not installed (requirements-dev.txt lists it); the "
@@ -438,6 +439,7 @@ def test_no_private_attribute_is_reached_by_name_outside_the_seam_modules():
         + "\nMove TensorFlow's into _tf/private.py; list other owners' in _NOT_TENSORFLOW.")
 
 
+@pytest.mark.slow
 def test_patches_survive_a_later_import_of_their_package_in_a_fresh_process():
     """A script's `from tensorflow.compat.v1.distribute.cluster_resolver import
     TPUClusterResolver` after install_aliases(): the import system makes a new module object

@@ -23,6 +23,7 @@ def eval_input_fn(params):
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(params["batch_size"])
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_train_and_evaluate_evaluates_after_checkpoints_and_exports(tmp_path, strategy):
     config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
                        eval_distribute=strategy, save_checkpoints_steps=4,

@@ -127,6 +127,7 @@ def test_scaffold_with_init_fn_is_a_clear_error(tmp_path):
         est.train(models.digits_input_fn(64, flat=True), steps=1)
 
 
+@pytest.mark.slow_cases('mirrored8-<lambda>0')
 @pytest.mark.parametrize("settings", [
     lambda d: d,
     lambda d: WarmStartSettings(d, vars_to_warm_start="bert/encoder/w.*",
@@ -178,6 +179,7 @@ def ema_in_scaffold_model_fn(features, labels, mode, params):
     return spec._replace(scaffold_fn=scaffold_fn)
 
 
+@pytest.mark.slow_cases('mirrored8-ema_model_fn', 'mirrored8-ema_in_scaffold_model_fn')
 @pytest.mark.parametrize("model_fn", [ema_model_fn, ema_in_scaffold_model_fn])
 def test_ema_scaffold_restores_averages_for_predict(tmp_path, strategy, model_fn):
     """Also with `ema.variables_to_restore()` called inside scaffold_fn: legacy called
@@ -297,6 +299,7 @@ def every_global_variable_model_fn(features, labels, mode, params):
 
 
 # Each flag's path runs in the default run; the mixed pairs are opt-in (`-m slow`).
+@pytest.mark.slow_cases('mirrored8-False-False', 'mirrored8-True-True')
 @pytest.mark.parametrize("use_tpu, root_scope_map", [
     (False, False), (True, True),
     pytest.param(True, False, marks=pytest.mark.slow),
