@@ -121,7 +121,7 @@ def _bert_gelu(x: Any) -> Any:
 
     Keras' `activation="gelu"` is the exact, erf form: another function, and one whose
     backward pass keeps fewer activations (on BERT-base at batch 8, ~150-170 MiB less at
-    the peak, bench/RESULTS.md), so the hand-written loop computes the model_fn's GELU.
+    the peak, bench/results/HISTORY.md), so the hand-written loop computes the model_fn's GELU.
     """
     import tensorflow as tf
 

@@ -104,7 +104,7 @@ def cpu_allocator(choice: str | None, cpu_replicas: int | None = None) -> str:
 
     TensorFlow reads `TF_CPU_ALLOCATOR_USE_BFC` when its first op creates the host devices, so
     this must run before that (importing TensorFlow is fine). Its pooling BFC allocator avoids
-    the page-fault churn of `malloc` when several CPU replicas run at once (bench/RESULTS.md:
+    the page-fault churn of `malloc` when several CPU replicas run at once (bench/results/HISTORY.md:
     8 replicas trained the CNN 1.7-1.8x and ResNet 1.4-1.6x faster, 2 replicas 1.26x and
     1.48x, for the shim and a hand-written loop alike, with bit-identical parity tests). On
     one CPU device it gains no speed and costs overhead-bound models 6-15% (the bench's

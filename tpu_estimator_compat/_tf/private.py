@@ -570,7 +570,7 @@ def summary_ops_v2_module():
 # re-exported the core modules `tensorflow.python.tpu[.ops].<module>` (`tpu_function`,
 # `tpu_feed`, `bfloat16`, `tpu_ops`, ...). Scripts import the contrib path and call module
 # functions no public API re-exports (`tpu_function.get_tpu_context()`). TensorFlow 2.21 keeps
-# many of those core modules, so `legacy_imports` serves their names under the contrib path.
+# many of those core modules, so `legacy/import_hook.py` serves their names under the contrib path.
 def core_tpu_module(relative: str):
     """`tensorflow.python.tpu.<relative>` (e.g. `tpu_function`, `ops.tpu_ops`), or None."""
     import importlib  # pylint: disable=import-outside-toplevel

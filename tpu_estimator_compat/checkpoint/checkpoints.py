@@ -264,7 +264,7 @@ def _read_for_save(variable: tf.Variable) -> tf.Tensor:
     After a sparse access (`tf.gather`, a scatter update: every embedding table) a resource
     variable copies its whole buffer on each dense read, so reading every variable for one
     SaveV2 call held a second copy of all of them (+1.2 GB at the end of a DLRM-sized run,
-    bench/RESULTS.md). `read_value_no_copy` is what `tf.train.Checkpoint` saves with.
+    bench/results/HISTORY.md). `read_value_no_copy` is what `tf.train.Checkpoint` saves with.
     Distributed variables keep `read_value` (the mirrored value, or the aggregated read of a
     sync-on-read variable).
     """

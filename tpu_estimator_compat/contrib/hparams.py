@@ -17,7 +17,7 @@ comma-separated `name=value` syntax with `[a,b]` lists, `true`/`false` booleans 
 clauses; `set_hparam`, `override_from_dict` and `parse_json` cast compatible values (an int
 into a float hyperparameter) and refuse the rest with TF 1.15's error messages. The
 `HParamDef` protocol buffer (`hparam_def=`, `to_proto`) is not provided: its proto module went
-with contrib. `legacy_imports` serves this module as
+with contrib. `legacy/import_hook.py` serves this module as
 `tensorflow.contrib.training.python.training.hparam`, `aliases` its `HParams` as
 `tf.contrib.training.HParams`; it knows nothing of TensorFlow.
 """

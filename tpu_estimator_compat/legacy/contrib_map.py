@@ -11,7 +11,7 @@ tensorflow.contrib.opt import LazyAdamOptimizer`, `tensorflow.contrib.keras.api.
 This module is the one table that decides every such path, built from what public code
 imports (the `seen` field; tensorflow/tpu, google-research and the code search of
 `migration_guide/launcher.md`). `contrib_namespace.py` builds the served modules from it,
-`legacy_imports.py` serves the same objects under module paths, and
+`legacy/import_hook.py` serves the same objects under module paths, and
 `dev/contrib_table.py` prints it into `migration_guide/launcher.md`. It imports nothing but
 the standard library, so a tool that reads code without running it can load it by file path
 (`importlib.util.spec_from_file_location`) without TensorFlow.

@@ -8,7 +8,7 @@
 
 Every attribute of a contrib module is decided here in one place, so the attribute route
 (`tf.contrib.X.Y`) and the import route (`from tensorflow.contrib.X import Y`, which
-`legacy_imports.py` answers with `module_at`) hand out the same objects and the same errors:
+`legacy/import_hook.py` answers with `module_at`) hand out the same objects and the same errors:
 a name's own table entry first (served from its home, or refused with the entry's note), then
 its module's homes in order (a module found there is wrapped as a contrib module of its own,
 so `tf.contrib.keras.layers` names its missing names), else the nearest entry's hint.
@@ -100,7 +100,7 @@ class ContribModule(namespaces.AliasNamespace):
         return self._contrib_tree.attribute(self, attr)
 
     def _alias_hint_for(self, attr: str) -> str:
-        """The hint our error for `attr` of this module ends with (legacy_imports reads it)."""
+        """The hint our error for `attr` of this module ends with (legacy/import_hook.py reads it)."""
         return contrib_map.error_hint(_join(self._contrib_path, attr))
 
     def __dir__(self) -> list[str]:

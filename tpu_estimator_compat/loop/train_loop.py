@@ -294,7 +294,7 @@ def compiling(train_loop: TrainLoop, iterator: Any) -> Iterator[None]:
     """Inside: TensorFlow prepares `train_loop`'s graph for running, on a thread of its own.
 
     A compiled function's first call optimises its graph (Grappler) before the first step:
-    on BERT-base ~5 s on one replica and ~30 s on 8 (bench/RESULTS.md). A fresh model_dir's
+    on BERT-base ~5 s on one replica and ~30 s on 8 (bench/results/HISTORY.md). A fresh model_dir's
     step-0 checkpoint, which legacy wrote before the first step too, takes seconds of its
     own (BERT-base: 1.3 GB). Neither needs the other, so they overlap: a call of zero steps
     runs on this thread while the body (the checkpoint) runs, reading no input and writing
