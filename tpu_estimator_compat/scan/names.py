@@ -139,13 +139,32 @@ def _contrib(parts: list[str]) -> Verdict:
         return Verdict("tf.contrib." + entry.path, SERVED if entry.status == REFUSED
                        else entry.status, entry.note if entry.status == CHANGED else "")
     shown = parts[:min(len(parts), entry.path.count(".") + 2)]
-    if not ".".join(parts).startswith(entry.path):  # TF 1.x's `<name>.python.<pkg>.` tree.
-        shown = parts
+    python_tree = len(parts) > 1 and parts[1] == "python"  # TF 1.x's `<name>.python.<pkg>.`.
+    if python_tree or not ".".join(parts).startswith(entry.path):
+        shown = parts[:5]
+    if (entry.kind == contrib_map.MODULE and entry.status != contrib_map.REFUSED
+            and not python_tree and _missing_from_tf_homes(entry, parts)):
+        return Verdict("tf.contrib." + ".".join(shown), REFUSED,
+                       contrib_map.error_hint(".".join(parts)))
     if entry.status == contrib_map.REFUSED:
         note = contrib_map.error_hint(".".join(parts))
     else:
         note = entry.note if entry.status == contrib_map.CHANGED else ""
     return Verdict("tf.contrib." + ".".join(shown), entry.status, note)
+
+
+def _missing_from_tf_homes(entry: contrib_map.Entry, parts: list[str]) -> bool:
+    """True when a served module's homes are all TensorFlow modules and none has the name
+    after the module's path (the served namespace then refuses it)."""
+    depth = entry.path.count(".") + 1
+    if len(parts) <= depth or not entry.home or not all(h.startswith("tf:") for h in entry.home):
+        return False
+    name = parts[depth]
+    table = tf_names()
+    for home in entry.home:
+        if table.missing_at(home[len("tf:"):].split(".") + [name]) is None:
+            return False
+    return contrib_map.BY_PATH.get(".".join(parts[:depth + 1])) is None
 
 
 def _private_estimator(prefix: str, parts: list[str]) -> Verdict:
