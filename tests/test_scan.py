@@ -137,10 +137,12 @@ def test_notebook_code_cells_with_magics(tmp_path):
 
 
 BAD_INPUT = {
-    "syntax.py": ("def f(:\n", "syntax error (line 1"),
-    "py2.py": ("print 'hello'\n", "Python 2 source (line 1"),
+    "syntax.py": ("import tensorflow as tf\ndef f(:\n", "syntax error (line 2"),
+    "py2.py": ("import tensorflow as tf\nprint 'hello'\n", "Python 2 source (line 2"),
     "binary.py": (b"\x7fELF\x00\x01\x02", "binary file (NUL byte at offset 4)"),
     "huge.py": ("x = 1\n" * 300000, "over the 1.0 MiB limit"),
+    "nested.py": ("import tensorflow as tf\nx = " + "(" * 300 + ")" * 300 + "\n",
+                  "too many nested parentheses"),
     "broken.ipynb": ('{"cells": [', "notebook is not valid JSON (line 1"),
 }
 

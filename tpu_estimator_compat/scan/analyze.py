@@ -1,8 +1,8 @@
 """One file's legacy names and run semantics, from its AST (nothing is imported or run).
 
-    tree = ast.parse(source)
-    imports = collect_imports(tree)                  # aliases: `tf` -> `tensorflow.compat.v1`
-    found = walk(tree, imports.aliases)              # [(full name, module parts, line)], semantics
+    facts = read_facts(ast.parse(source))           # one pass over the tree
+    aliases = facts.aliases()                        # `tf` -> `tensorflow.compat.v1`, ...
+    found = resolve(facts, aliases)                  # [(full name, module parts, line, guarded)]
 
 Every import form real TF1 code used binds a local name to a full module path or name:
 `import tensorflow as tf`, `import tensorflow.compat.v1 as tf`, `from tensorflow.contrib
@@ -10,8 +10,10 @@ import tpu as contrib_tpu`, `from tensorflow.contrib.tpu import CrossShardOptimi
 `import tensorflow_estimator as tf_estimator`, `from tensorflow.python.estimator import
 estimator`, `from tensorflow.python.tpu import tpu_function`. Attribute chains on those names
 are followed to full names (`contrib_tpu.CrossShardOptimizer` is
-`tensorflow.contrib.tpu.CrossShardOptimizer`). Names a module of the code base re-exports
-(`from .compat import tf`) are followed by `codebase.py`, which seeds `walk` with them.
+`tensorflow.contrib.tpu.CrossShardOptimizer`). Names the code base's own modules re-export
+(`from .compat import tf`) are added by `codebase.py` before `resolve`. Imports anywhere in the
+file bind (scripts import inside `main`). One walk of the tree collects everything, so the
+tree can be dropped before the names are resolved.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ _SEMANTIC_KEYWORDS = {
     "eval_metric_ops": "eval_metric_ops",
     "var_name_to_vocab_info": "vocab_remap",
 }
-_EAGER_OFF = ("disable_v2_behavior", "disable_eager_execution")
+_EAGER_OFF = frozenset(("disable_v2_behavior", "disable_eager_execution"))
 # TF1 session code; `placeholder` alone is no sign (serving_input_receiver_fns build them in
 # the export's graph).
-_SESSION_NAMES = ("Session", "InteractiveSession")
+_SESSION_NAMES = frozenset(("Session", "InteractiveSession"))
+# Text without any of these holds no legacy name and no run semantic of its own.
+SIGNS = ("tensorflow", "disable_v2_behavior", "disable_eager_execution", "init_fn",
+         "iterations_per_loop") + tuple(_SEMANTIC_KEYWORDS)
 _IMPORT_ERRORS = frozenset(("ImportError", "ModuleNotFoundError", "AttributeError", "Exception",
                             "BaseException"))
 
@@ -48,182 +53,204 @@ class Alias:
 
 
 @dataclasses.dataclass
-class Imports:
-    aliases: dict[str, Alias] = dataclasses.field(default_factory=dict)
-    # The file's own module-level imports of other modules: (level, module, name, as, line).
+class Facts:
+    """What one walk of a tree found; names are resolved later (`resolve`)."""
+
+    # TensorFlow imports: (local name, Alias, line).
+    imports: list[tuple[str, Alias, int]] = dataclasses.field(default_factory=list)
+    # Other modules' imports: (level, module, name, local name, line).
     local: list[tuple[int, str, str, str, int]] = dataclasses.field(default_factory=list)
-    refs: list[tuple[str, int, int, bool]] = dataclasses.field(default_factory=list)
+    # Names and attribute chains on a name: (base, attributes, line, inside a graph scope).
+    chains: list[tuple[str, tuple[str, ...], int, bool]] = dataclasses.field(
+        default_factory=list)
+    semantics: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    # Calls of `disable_v2_behavior`/`disable_eager_execution`: (base, attributes, line).
+    eager_calls: list[tuple[str, tuple[str, ...], int]] = dataclasses.field(
+        default_factory=list)
+    top_level: set[str] = dataclasses.field(default_factory=set)  # Names bound by imports.
 
-
-@dataclasses.dataclass
-class Found:
-    refs: list[tuple[str, int, int, bool]]  # (full name, module parts, line, guarded)
-    semantics: list[tuple[str, int]]  # (key, line)
-
-
-def _is_legacy_root(module: str) -> bool:
-    return module.split(".")[0] in ROOTS
+    def aliases(self, seed: dict[str, Alias] | None = None) -> dict[str, Alias]:
+        found = dict(seed or {})
+        for local, alias, _ in self.imports:
+            if local:  # '' marks the import statement's own use.
+                found[local] = alias
+        return found
 
 
 def _handles_import_errors(node: ast.Try) -> bool:
     for handler in node.handlers:
         caught = handler.type
-        names = ([caught] if not isinstance(caught, ast.Tuple) else caught.elts) if caught else []
-        if caught is None or any(getattr(n, "id", getattr(n, "attr", "")) in _IMPORT_ERRORS
-                                 for n in names):
+        if caught is None:
+            return True
+        names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+        if any(getattr(n, "id", getattr(n, "attr", "")) in _IMPORT_ERRORS for n in names):
             return True
     return False
 
 
-def _guarded_imports(tree: ast.AST) -> set[int]:
-    """ids of the import statements inside a `try` whose handlers catch an ImportError: code
-    that expects the name may be missing (`from tensorflow.contrib.cloud import
-    BigtableClient` for an optional input source)."""
-    guarded: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Try) and _handles_import_errors(node):
-            for statement in node.body:
-                guarded.update(id(n) for n in ast.walk(statement)
-                               if isinstance(n, (ast.Import, ast.ImportFrom)))
-    return guarded
-
-
-def collect_imports(tree: ast.AST, aliases: dict[str, Alias] | None = None) -> Imports:
-    """The aliases every import statement of `tree` binds (functions' included: scripts import
-    inside `main`), the imports of other modules, and each TensorFlow import as a reference."""
-    found = Imports(dict(aliases or {}))
-    guarded = _guarded_imports(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            optional = id(node) in guarded
-            for alias in node.names:
-                if not _is_legacy_root(alias.name):
-                    if alias.asname is None:
-                        found.local.append((0, alias.name, "", alias.name.split(".")[0],
-                                            node.lineno))
-                    continue
-                parts = alias.name.count(".")
-                found.refs.append((alias.name, parts, node.lineno, optional))
-                if alias.asname:
-                    found.aliases[alias.asname] = Alias(alias.name, parts, optional)
-                else:
-                    root = alias.name.split(".")[0]
-                    found.aliases[root] = Alias(root, 0)
-        elif isinstance(node, ast.ImportFrom):
-            optional = id(node) in guarded
-            module = node.module or ""
-            legacy = node.level == 0 and _is_legacy_root(module)
-            for alias in node.names:
-                if alias.name == "*":
-                    continue
-                local = alias.asname or alias.name
-                if legacy:
-                    full = f"{module}.{alias.name}"
-                    parts = module.count(".")
-                    found.refs.append((full, parts, node.lineno, optional))
-                    found.aliases[local] = Alias(full, parts, optional)
-                else:
-                    found.local.append((node.level, module, alias.name, local, node.lineno))
-    return found
-
-
-def _chain(node: ast.Attribute) -> tuple[str, list[str]] | None:
+def _chain(node: ast.Attribute) -> tuple[ast.AST, list[str]]:
     parts: list[str] = []
     current: ast.AST = node
     while isinstance(current, ast.Attribute):
         parts.append(current.attr)
         current = current.value
-    if not isinstance(current, ast.Name):
-        return None
-    return current.id, parts[::-1]
+    return current, parts[::-1]
 
 
-class _Walker(ast.NodeVisitor):
-    def __init__(self, aliases: dict[str, Alias]) -> None:
-        self.aliases = aliases
-        self.refs: list[tuple[str, int, int, bool]] = []
-        self.semantics: list[tuple[str, int]] = []
-        self.graph_scopes = 0  # Inside `with <graph>.as_default():`, TF1 sessions work.
-
-    def visit_With(self, node: ast.With) -> None:
-        scoped = any(isinstance(item.context_expr, ast.Call)
-                     and isinstance(item.context_expr.func, ast.Attribute)
-                     and item.context_expr.func.attr == "as_default" for item in node.items)
-        self.graph_scopes += scoped
-        self.generic_visit(node)
-        self.graph_scopes -= scoped
-
-    def _session(self, line: int) -> None:
-        if not self.graph_scopes:
-            self.semantics.append(("tf1_session", line))
-
-    def _full(self, node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name):
-            alias = self.aliases.get(node.id)
-            return alias.full if alias else None
-        if isinstance(node, ast.Attribute):
-            found = _chain(node)
-            if found and found[0] in self.aliases:
-                return ".".join([self.aliases[found[0]].full] + found[1])
-        return None
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        found = _chain(node)
-        if found is None:
-            self.generic_visit(node)
-            return
-        alias = self.aliases.get(found[0])
-        if alias is not None:
-            full = ".".join([alias.full] + found[1])
-            self.refs.append((full, alias.module_parts, node.lineno, alias.guarded))
-            if found[1][-1] in _SESSION_NAMES:
-                self._session(node.lineno)
-        # The chain's own Names and Attributes are done: nothing inside it to visit.
-
-    def visit_Name(self, node: ast.Name) -> None:
-        alias = self.aliases.get(node.id)
-        if alias is not None and isinstance(node.ctx, ast.Load):
-            self.refs.append((alias.full, alias.module_parts, node.lineno, alias.guarded))
-            if alias.full.rpartition(".")[2] in _SESSION_NAMES:
-                self._session(node.lineno)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if name in _EAGER_OFF:
-            full = self._full(func) or ""
-            if full.startswith("tensorflow") or name == "disable_v2_behavior":
-                self.semantics.append(("eager_off", node.lineno))
-        for keyword in node.keywords:
-            key = _SEMANTIC_KEYWORDS.get(keyword.arg or "")
-            if key:
-                self.semantics.append((key, node.lineno))
-            if (keyword.arg == "init_fn" and name == "Scaffold"):
-                self.semantics.append(("scaffold_init_fn", node.lineno))
-            if (keyword.arg == "iterations_per_loop" and isinstance(keyword.value, ast.Constant)
-                    and isinstance(keyword.value.value, str)):
-                self.semantics.append(("iterations_per_loop_seconds", node.lineno))
-        self.generic_visit(node)
+def _import(facts: Facts, node: ast.Import, guarded: bool) -> None:
+    for alias in node.names:
+        root = alias.name.split(".")[0]
+        if root not in ROOTS:
+            if alias.asname is None:
+                facts.local.append((0, alias.name, "", root, node.lineno))
+            continue
+        parts = alias.name.count(".")
+        facts.imports.append(("", Alias(alias.name, parts, guarded), node.lineno))  # The use.
+        if alias.asname:
+            facts.imports.append((alias.asname, Alias(alias.name, parts, guarded), node.lineno))
+        else:
+            facts.imports.append((root, Alias(root, 0), node.lineno))
 
 
-def walk(tree: ast.AST, aliases: dict[str, Alias]) -> Found:
-    """The full legacy names `tree` uses, with lines, and the run semantics it shows."""
-    walker = _Walker(aliases)
-    walker.visit(tree)
-    return Found(walker.refs, walker.semantics)
+def _import_from(facts: Facts, node: ast.ImportFrom, guarded: bool) -> None:
+    module = node.module or ""
+    legacy = node.level == 0 and module.split(".")[0] in ROOTS
+    for alias in node.names:
+        if alias.name == "*":
+            continue
+        local = alias.asname or alias.name
+        if legacy:
+            full = Alias(f"{module}.{alias.name}", module.count("."), guarded)
+            facts.imports.append(("", full, node.lineno))
+            facts.imports.append((local, full, node.lineno))
+        else:
+            facts.local.append((node.level, module, alias.name, local, node.lineno))
 
 
-def exported(tree: ast.Module, imports: Imports) -> dict[str, Alias]:
-    """The module-level names of `tree` bound to legacy names: what `from this import x`
-    re-exports (`import tensorflow.compat.v1 as tf` in a project's `compat.py`)."""
-    top: set[str] = set()
+def _call(facts: Facts, node: ast.Call) -> None:
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name in _EAGER_OFF:
+        if isinstance(func, ast.Attribute):
+            base, parts = _chain(func)
+            facts.eager_calls.append((getattr(base, "id", ""), tuple(parts), node.lineno))
+        else:
+            facts.eager_calls.append((name, (), node.lineno))
+    for keyword in node.keywords:
+        arg = keyword.arg or ""
+        key = _SEMANTIC_KEYWORDS.get(arg)
+        if key:
+            facts.semantics.append((key, node.lineno))
+        elif arg == "init_fn" and name == "Scaffold":
+            facts.semantics.append(("scaffold_init_fn", node.lineno))
+        elif (arg == "iterations_per_loop" and isinstance(keyword.value, ast.Constant)
+              and isinstance(keyword.value.value, str)):
+            facts.semantics.append(("iterations_per_loop_seconds", node.lineno))
+
+
+def _graph_scope(node: ast.With) -> bool:
+    return any(isinstance(item.context_expr, ast.Call)
+               and isinstance(item.context_expr.func, ast.Attribute)
+               and item.context_expr.func.attr == "as_default" for item in node.items)
+
+
+# Nodes with nothing below worth a visit: contexts, operators, constants.
+_SKIP = frozenset((ast.Load, ast.Store, ast.Del, ast.Constant, ast.Pass, ast.Break,
+                   ast.Continue, ast.Global, ast.Nonlocal, ast.alias)
+                  + tuple(ast.operator.__subclasses__()) + tuple(ast.cmpop.__subclasses__())
+                  + tuple(ast.unaryop.__subclasses__()) + tuple(ast.boolop.__subclasses__()))
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """`node`'s child nodes worth a visit, in reverse source order (for a stack)."""
+    found = []
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if type(value) is list:
+            found.extend(v for v in value if type(v) not in _SKIP and isinstance(v, ast.AST))
+        elif value is not None and type(value) not in _SKIP and isinstance(value, ast.AST):
+            found.append(value)
+    found.reverse()
+    return found
+
+
+def _top_level_imports(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            top.update((a.asname or a.name).split(".")[0] for a in node.names)
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, (ast.Try, ast.If)):
             for inner in ast.walk(node):
                 if isinstance(inner, (ast.Import, ast.ImportFrom)):
-                    top.update((a.asname or a.name).split(".")[0] for a in inner.names)
-    return {name: alias for name, alias in imports.aliases.items() if name in top}
+                    names.update((a.asname or a.name).split(".")[0] for a in inner.names)
+    return names
 
 
+def read_facts(tree: ast.Module) -> Facts:
+    """Everything `resolve` needs, in one iterative walk (guard and graph scope carried down)."""
+    facts = Facts(top_level=_top_level_imports(tree))
+    chains = facts.chains
+    stack: list[tuple[ast.AST, bool, bool]] = [(tree, False, False)]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        node, guarded, graph = pop()
+        kind = type(node)
+        if kind is ast.Attribute:
+            base, parts = _chain(node)
+            if type(base) is ast.Name:
+                chains.append((base.id, tuple(parts), node.lineno, graph))
+            else:  # `f(x).a.b`: only the expression inside can hold names.
+                push((base, guarded, graph))
+            continue
+        if kind is ast.Name:
+            if type(node.ctx) is ast.Load:
+                chains.append((node.id, (), node.lineno, graph))
+            continue
+        if kind is ast.Import:
+            _import(facts, node, guarded)
+            continue
+        if kind is ast.ImportFrom:
+            _import_from(facts, node, guarded)
+            continue
+        if kind is ast.Call:
+            _call(facts, node)
+        elif kind is ast.Try and _handles_import_errors(node):
+            extend((child, True, graph) for child in reversed(node.body))
+            rest = node.handlers + node.orelse + node.finalbody
+            extend((child, guarded, graph) for child in reversed(rest))
+            continue
+        elif kind is ast.With and _graph_scope(node):
+            # `with g.as_default(), tf.Session(graph=g) as s:` is graph code, items included.
+            extend((child, guarded, True) for child in reversed(node.body + node.items))
+            continue
+        extend((child, guarded, graph) for child in _children(node))
+    return facts
+
+
+def resolve(facts: Facts, aliases: dict[str, Alias]
+            ) -> tuple[list[tuple[str, int, int, bool]], list[tuple[str, int]]]:
+    """([(full name, module parts, line, guarded)], [(semantic key, line)]) of the file."""
+    refs = [(a.full, a.module_parts, line, a.guarded)
+            for local, a, line in facts.imports if not local]
+    semantics = list(facts.semantics)
+    for base, parts, line, graph in facts.chains:
+        alias = aliases.get(base)
+        if alias is None:
+            continue
+        full = ".".join((alias.full,) + parts) if parts else alias.full
+        refs.append((full, alias.module_parts, line, alias.guarded))
+        if not graph and full.rpartition(".")[2] in _SESSION_NAMES:
+            semantics.append(("tf1_session", line))
+    for base, parts, line in facts.eager_calls:
+        alias = aliases.get(base)
+        name = parts[-1] if parts else base
+        if (alias is not None and alias.full.startswith("tensorflow")) or (
+                name == "disable_v2_behavior"):
+            semantics.append(("eager_off", line))
+    return refs, semantics
+
+
+def exported(facts: Facts, aliases: dict[str, Alias]) -> dict[str, Alias]:
+    """The module-level names bound to legacy names: what `from this import x` re-exports
+    (`import tensorflow.compat.v1 as tf` in a project's `compat.py`)."""
+    return {name: alias for name, alias in aliases.items() if name in facts.top_level}

@@ -83,8 +83,15 @@ class CodeBaseResult:
 class _Parsed:
     path: str
     module: str
-    trees: list[tuple[int | None, ast.Module]]
-    imports: list[analyze.Imports]
+    cells: list[tuple[int | None, analyze.Facts]]  # (notebook cell or None, its facts)
+    seed: dict[str, analyze.Alias] = dataclasses.field(default_factory=dict)  # Re-exports.
+
+    def aliases(self, upto: int | None = None) -> dict[str, analyze.Alias]:
+        """The names bound by the file's imports (a notebook's cells in order, up to `upto`)."""
+        found = dict(self.seed)
+        for _, facts in self.cells[:upto]:
+            found = facts.aliases(found)
+        return found
 
 
 def _syntax_problem(error: SyntaxError, cell: int | None) -> str:
@@ -104,14 +111,10 @@ def _module_name(root: str, path: str) -> str:
     return ".".join(p for p in parts if p not in (".", ".."))
 
 
-def _parse(base: files_lib.CodeBase, path: str, max_bytes: int) -> tuple[_Parsed | None, str]:
-    try:
-        cells = files_lib.read_code(path, max_bytes)
-    except files_lib.Unreadable as e:
-        return None, str(e)
-    parsed = _Parsed(path, _module_name(base.root, path), [], [])
+def _parse(base: files_lib.CodeBase, path: str,
+           cells: list[tuple[int | None, str]]) -> tuple[_Parsed | None, str]:
+    parsed = _Parsed(path, _module_name(base.root, path), [])
     problems = []
-    aliases: dict[str, analyze.Alias] = {}
     for cell, source in cells:
         try:
             tree = ast.parse(source, filename=path)
@@ -121,53 +124,48 @@ def _parse(base: files_lib.CodeBase, path: str, max_bytes: int) -> tuple[_Parsed
         except (RecursionError, MemoryError, ValueError) as e:
             problems.append(f"cannot parse ({type(e).__name__}): skipped")
             continue
-        imports = analyze.collect_imports(tree, aliases)
-        aliases = imports.aliases  # A notebook's later cells see the earlier cells' imports.
-        parsed.trees.append((cell, tree))
-        parsed.imports.append(imports)
-    if problems and not parsed.trees:
+        parsed.cells.append((cell, analyze.read_facts(tree)))
+    if problems and not parsed.cells:
         return None, problems[0]
     return parsed, "; ".join(problems)
 
 
-def _find_module(modules: dict[str, _Parsed], importer: str, level: int, module: str,
+def _module_index(parsed: dict[str, _Parsed]) -> dict[str, list[_Parsed]]:
+    """Every dotted suffix of every module name (`pkg.sub.mod`, `sub.mod`, `mod`) -> modules:
+    absolute imports name a module from whatever `sys.path` root the code base used."""
+    index: dict[str, list[_Parsed]] = {}
+    for p in parsed.values():
+        parts = p.module.split(".") if p.module else []
+        for i in range(len(parts)):
+            index.setdefault(".".join(parts[i:]), []).append(p)
+    return index
+
+
+def _find_module(index: dict[str, list[_Parsed]], importer: str, level: int, module: str,
                  is_package: bool) -> _Parsed | None:
     if level:
         base = importer.split(".") if importer else []
         base = base if is_package else base[:-1]
         base = base[:len(base) - (level - 1)] if level > 1 else base
-        name = ".".join(base + ([module] if module else []))
-        return modules.get(name)
-    if module in modules:
-        return modules[module]
-    suffix = "." + module
-    matches = [m for name, m in modules.items() if name.endswith(suffix)]
-    return matches[0] if len(matches) == 1 else None
+        module = ".".join(base + ([module] if module else []))
+    matches = index.get(module, [])
+    exact = [m for m in matches if m.module == module]
+    return (exact or matches)[0] if len(exact or matches) == 1 else None
 
 
-def _reexports(parsed: dict[str, _Parsed]) -> dict[str, dict[str, analyze.Alias]]:
-    """{file: {local name: alias}} for names imported from the code base's own modules."""
-    modules = {p.module: p for p in parsed.values() if p.module}
-    exports = {path: {} for path in parsed}
+def _reexports(parsed: dict[str, _Parsed]) -> None:
+    """Seeds each file with the names it imports from the code base's own modules."""
+    index = _module_index(parsed)
     for _ in range(3):  # A re-export of a re-export, a few levels deep.
-        for path, p in parsed.items():
-            if not p.trees:
-                continue
-            own = analyze.exported(p.trees[0][1], p.imports[-1]) if p.imports else {}
-            exports[path] = {**exports[path], **own}
-        seeds: dict[str, dict[str, analyze.Alias]] = {}
+        exports = {path: analyze.exported(p.cells[0][1], p.aliases()) if p.cells else {}
+                   for path, p in parsed.items()}
         for path, p in parsed.items():
             is_package = path.endswith("__init__.py")
-            for imports in p.imports:
-                for level, module, name, local, _ in imports.local:
-                    target = _find_module(modules, p.module, level, module, is_package)
-                    if target is not None and name in exports.get(target.path, {}):
-                        seeds.setdefault(path, {})[local] = exports[target.path][name]
-        for path, seed in seeds.items():
-            for imports in parsed[path].imports:
-                for local, alias in seed.items():
-                    imports.aliases.setdefault(local, alias)
-    return exports
+            for _, facts in p.cells:
+                for level, module, name, local, _ in facts.local:
+                    target = _find_module(index, p.module, level, module, is_package)
+                    if target is not None and name in exports[target.path]:
+                        p.seed.setdefault(local, exports[target.path][name])
 
 
 def _label(cell: int | None, line: int) -> str:
@@ -176,37 +174,68 @@ def _label(cell: int | None, line: int) -> str:
 
 def _judge_file(p: _Parsed, problem: str) -> FileResult:
     result = FileResult(p.path, problem=problem)
-    for (cell, tree), imports in zip(p.trees, p.imports):
-        found = analyze.walk(tree, imports.aliases)
-        for full, module_parts, line, guarded in imports.refs + found.refs:
+    for i, (cell, facts) in enumerate(p.cells):
+        refs, semantics = analyze.resolve(facts, p.aliases(i + 1))
+        for full, module_parts, line, guarded in refs:
             verdict = names.judge(full, module_parts)
             if verdict is None:
                 continue
-            use = result.uses.setdefault(verdict.name, Use(verdict.name, verdict.status,
-                                                           verdict.note))
+            use = result.uses.get(verdict.name)
+            if use is None:
+                use = result.uses[verdict.name] = Use(verdict.name, verdict.status,
+                                                      verdict.note)
             use.guarded = use.guarded and guarded
             label = _label(cell, line)
             if label not in use.lines:
                 use.lines.append(label)
-        for key, line in found.semantics:
+        for key, line in semantics:
             lines = result.semantics.setdefault(key, [])
             if _label(cell, line) not in lines:
                 lines.append(_label(cell, line))
     return result
 
 
+def _signs(cells: list[tuple[int | None, str]], words: tuple[str, ...]) -> bool:
+    return any(word in source for _, source in cells for word in words)
+
+
 def scan_code_base(base: files_lib.CodeBase, problems: list[tuple[str, str]] | None = None,
                    max_bytes: int = files_lib.MAX_BYTES) -> CodeBaseResult:
+    """Reads every file; parses those that name TensorFlow or a run-semantic keyword, then
+    those importing a module of the code base that re-exports a TensorFlow name. A file with
+    none of these is read but not parsed (it holds no legacy name): the scan's speed on
+    fleets whose helpers never touch TensorFlow, at the cost of not reporting such a file's
+    syntax errors."""
     parsed: dict[str, _Parsed] = {}
     results: list[FileResult] = []
     file_problems: dict[str, str] = {}
-    for path in base.files:
-        p, problem = _parse(base, path, max_bytes)
+    pending: dict[str, list[tuple[int | None, str]]] = {}
+
+    def parse(path: str, cells: list[tuple[int | None, str]]) -> None:
+        p, problem = _parse(base, path, cells)
         if p is None:
             results.append(FileResult(path, problem=problem))
         else:
             parsed[path] = p
             file_problems[path] = problem
+
+    for path in base.files:
+        try:
+            cells = files_lib.read_code(path, max_bytes)
+        except files_lib.Unreadable as e:
+            results.append(FileResult(path, problem=str(e)))
+            continue
+        if _signs(cells, analyze.SIGNS):
+            parse(path, cells)
+        else:
+            pending[path] = cells
+    exporters = tuple({p.module.rpartition(".")[2] for p in parsed.values()
+                       if p.module and p.cells and analyze.exported(p.cells[0][1], p.aliases())})
+    for path, cells in pending.items():
+        if exporters and _signs(cells, exporters):
+            parse(path, cells)
+        else:
+            results.append(FileResult(path))
     _reexports(parsed)
     results += [_judge_file(p, file_problems[path]) for path, p in parsed.items()]
     results.sort(key=lambda r: r.path)

@@ -226,6 +226,7 @@ def _private(parts: list[str], module_parts: int) -> Verdict | None:
     return Verdict(shown, SERVED, "TensorFlow's own private module.")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def judge(name: str, module_parts: int = 0) -> Verdict | None:
     """The verdict on a full name, None for TensorFlow's own existing public names.
 
