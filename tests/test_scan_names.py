@@ -164,3 +164,12 @@ def test_scan_verdict_agrees_with_the_import_under_the_aliases(tmp_path, source,
     except ImportError:
         imported = names.REFUSED
     assert imported == status
+
+
+def test_contrib_python_tree_module_imports_as_the_scan_says():
+    """tensorflow/tpu inception and densenet: `from tensorflow.contrib.training.python.training
+    import evaluation` (tf-slim's twin)."""
+    from tensorflow.contrib.training.python.training import evaluation  # noqa: F401
+
+    verdict = names.judge("tensorflow.contrib.training.python.training.evaluation", 4)
+    assert verdict.status == names.SERVED

@@ -134,6 +134,11 @@ def _contrib(parts: list[str]) -> Verdict:
     if not parts:
         return Verdict("tf.contrib", SERVED)
     entry = contrib_map.verdict(".".join(parts))
+    if len(parts) in (2, 4) and parts[1] == "python" and ".".join(parts[:2]) not in \
+            contrib_map.BY_PATH:
+        # TF 1.x's `<name>.python.<pkg>.<module>`: the import hook serves the module (its
+        # names from the contrib namespace and tf-slim's twin); its names are judged below.
+        return Verdict("tf.contrib." + ".".join(parts), SERVED)
     if entry.kind == contrib_map.MODULE and entry.path == ".".join(parts):
         # Importing a contrib module always works; its names have verdicts of their own.
         return Verdict("tf.contrib." + entry.path, SERVED if entry.status == REFUSED
@@ -200,12 +205,14 @@ def _public(parts: list[str]) -> Verdict | None:
     missing = table.missing_at(parts)
     if missing is None:
         return None
-    if parts[:2] != ["compat", "v1"] and table.missing_at(["compat", "v1"] + parts) is None:
+    explicit_v1 = parts[:2] == ["compat", "v1"]
+    if not explicit_v1 and table.missing_at(["compat", "v1"] + parts) is None:
         return None  # A TF1 name: the launcher's TF1 mode serves `tf.compat.v1` as `tf`.
-    return Verdict("tf." + ".".join(parts[:missing + 1]), ABSENT,
-                   f"TensorFlow 2.21 has no `tf.{'.'.join(parts[:missing + 1])}` (neither in "
-                   "`tf` nor in `tf.compat.v1`) and tpu_estimator_compat does not serve it: "
-                   "AttributeError at run time.")
+    shown = "tf." + ".".join(parts[:missing + 1])
+    return Verdict(shown, ABSENT, (
+        f"TensorFlow 2.21 has no `{shown}`{'' if explicit_v1 else ' (nor under tf.compat.v1)'}"
+        " and tpu_estimator_compat does not serve it: AttributeError or ImportError where it "
+        "is used."))
 
 
 def _private(parts: list[str], module_parts: int) -> Verdict | None:
