@@ -198,3 +198,24 @@ def test_importing_the_scan_loads_no_tensorflow():
                           timeout=120, env={**os.environ, "PYTHONPATH": REPO})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_each_script_gets_the_verdict_of_the_files_it_imports(tmp_path):
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/model.py": "import tensorflow as tf\nspec = tf.estimator.tpu.TPUEstimatorSpec\n",
+        "pkg/extra.py": "import tensorflow as tf\ntf.contrib.opt.LazyAdamOptimizer(0.1)\n",
+        "main.py": "from pkg import model\nif __name__ == '__main__':\n    pass\n",
+        "tool.py": "from pkg.extra import *\nimport pkg.extra\n"
+                   "if __name__ == \"__main__\":\n    pass\n"})
+    results, _ = cli.scan([str(tmp_path)], fleets=False)
+    (result,) = results
+    assert result.status == codebase.REFUSES  # Any use blocks the code base ...
+    verdicts = {os.path.basename(p): v for p, v in result.entry_verdicts().items()}
+    assert verdicts["main.py"][0] == codebase.RUNS  # ... but main.py never imports extra.py.
+    assert verdicts["tool.py"][0] == codebase.REFUSES
+    assert list(verdicts["tool.py"][1]) == ["tf.contrib.opt.LazyAdamOptimizer"]
+    text = subprocess.run([sys.executable, "-m", "tpu_estimator_compat.scan", "--no-fleets",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO}).stdout
+    assert f"script {tmp_path / 'main.py'}: runs unchanged" in text

@@ -49,34 +49,54 @@ class FileResult:
     problem: str = ""
 
 
+def _verdict(files: list[FileResult]) -> tuple[str, dict[str, str], list[str]]:
+    """(status, blockers {name: note}, limits) over `files`."""
+    blockers = {u.name: u.note for f in files for u in f.uses.values() if u.blocks}
+    eager_off = any("eager_off" in f.semantics for f in files)
+    limits = sorted({k for f in files for k in f.semantics
+                     if semantic_status(k, eager_off) == semantics_lib.LIMIT})
+    return (REFUSES if blockers else LIMIT if limits else RUNS), blockers, limits
+
+
+def semantic_status(key: str, eager_off: bool) -> str:
+    status = semantics_lib.SEMANTICS[key][0]
+    if key == "tf1_session" and eager_off:
+        return semantics_lib.CHANGED  # Graph-mode TF1 code keeps its switches.
+    return status
+
+
 @dataclasses.dataclass
 class CodeBaseResult:
+    """Every file of a code base; its verdict is over all of them (any use blocks), and each
+    script (`if __name__ == "__main__"`) also gets the verdict over the files it imports."""
+
     name: str
     files: list[FileResult]
     problems: list[tuple[str, str]]
+    entries: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # script: files
 
     @property
     def eager_off(self) -> bool:
         return any("eager_off" in f.semantics for f in self.files)
 
     def semantic_status(self, key: str) -> str:
-        status = semantics_lib.SEMANTICS[key][0]
-        if key == "tf1_session" and self.eager_off:
-            return semantics_lib.CHANGED  # Graph-mode TF1 code keeps its switches.
-        return status
+        return semantic_status(key, self.eager_off)
 
     def blockers(self) -> dict[str, str]:
-        return {u.name: u.note for f in self.files for u in f.uses.values() if u.blocks}
+        return _verdict(self.files)[1]
 
     def limits(self) -> list[str]:
-        return sorted({k for f in self.files for k in f.semantics
-                       if self.semantic_status(k) == semantics_lib.LIMIT})
+        return _verdict(self.files)[2]
 
     @property
     def status(self) -> str:
-        if self.blockers():
-            return REFUSES
-        return LIMIT if self.limits() else RUNS
+        return _verdict(self.files)[0]
+
+    def entry_verdicts(self) -> dict[str, tuple[str, dict[str, str], list[str]]]:
+        """{script: (status, blockers, limits)} over the files each script imports."""
+        by_path = {f.path: f for f in self.files}
+        return {entry: _verdict([by_path[p] for p in closure if p in by_path])
+                for entry, closure in self.entries.items()}
 
 
 @dataclasses.dataclass
@@ -168,6 +188,25 @@ def _reexports(parsed: dict[str, _Parsed]) -> None:
                         p.seed.setdefault(local, exports[target.path][name])
 
 
+def _closure(entry: str, parsed: dict[str, _Parsed]) -> list[str]:
+    """`entry` and the code base's files it imports, directly or through each other."""
+    index = _module_index(parsed)
+    seen, queue = [entry], [entry]
+    while queue:
+        p = parsed[queue.pop(0)]
+        is_package = p.path.endswith("__init__.py")
+        for _, facts in p.cells:
+            for level, module, name, _, _ in facts.local:
+                for candidate in (module, f"{module}.{name}" if name else ""):
+                    if not candidate and not level:
+                        continue
+                    target = _find_module(index, p.module, level, candidate, is_package)
+                    if target is not None and target.path not in seen:
+                        seen.append(target.path)
+                        queue.append(target.path)
+    return seen
+
+
 def _label(cell: int | None, line: int) -> str:
     return f"{cell}:{line}" if cell else str(line)
 
@@ -219,13 +258,18 @@ def scan_code_base(base: files_lib.CodeBase, problems: list[tuple[str, str]] | N
             parsed[path] = p
             file_problems[path] = problem
 
+    scripts = []
     for path in base.files:
         try:
             cells = files_lib.read_code(path, max_bytes)
         except files_lib.Unreadable as e:
             results.append(FileResult(path, problem=str(e)))
             continue
-        if _signs(cells, analyze.SIGNS):
+        if path.endswith(".py") and _signs(cells, ('__name__ == "__main__"',
+                                                   "__name__ == '__main__'")):
+            scripts.append(path)
+            parse(path, cells)
+        elif _signs(cells, analyze.SIGNS):
             parse(path, cells)
         else:
             pending[path] = cells
@@ -239,4 +283,5 @@ def scan_code_base(base: files_lib.CodeBase, problems: list[tuple[str, str]] | N
     _reexports(parsed)
     results += [_judge_file(p, file_problems[path]) for path, p in parsed.items()]
     results.sort(key=lambda r: r.path)
-    return CodeBaseResult(base.name, results, list(problems or []))
+    entries = {path: _closure(path, parsed) for path in scripts if path in parsed}
+    return CodeBaseResult(base.name, results, list(problems or []), entries)

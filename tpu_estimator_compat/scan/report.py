@@ -72,8 +72,12 @@ def summary(results: list[codebase_lib.CodeBaseResult],
     if unreadable:
         out.append(f"{unreadable} file(s) or folder(s) could not be scanned (listed above).")
     for r in results:
-        out.append(f"  {r.status:22s} {r.name}"
-                   + (f"  ({', '.join(sorted(r.blockers())[:3])})" if r.blockers() else ""))
+        scripts = r.entry_verdicts()
+        running = sum(v[0] == codebase_lib.RUNS for v in scripts.values())
+        detail = ", ".join(sorted(r.blockers())[:3])
+        if scripts and r.status != codebase_lib.RUNS:
+            detail += f"{'; ' if detail else ''}{running} of {len(scripts)} scripts run unchanged"
+        out.append(f"  {r.status:22s} {r.name}" + (f"  ({detail})" if detail else ""))
     return out
 
 
@@ -82,6 +86,11 @@ def text(results: list[codebase_lib.CodeBaseResult], problems: list[tuple[str, s
     out: list[str] = [f"{path}: {problem}" for path, problem in problems]
     for result in results:
         out.append(f"{result.name}: {result.status}")
+        entries = result.entry_verdicts()
+        if entries and result.status != codebase_lib.RUNS:
+            for entry, (status, blockers, _) in sorted(entries.items()):
+                detail = f" ({', '.join(sorted(blockers)[:3])})" if blockers else ""
+                out.append(f"  script {entry}: {status}{detail}")
         for f in result.files:
             out += _file_text(result, f, verbose)
     out.append("")
@@ -99,6 +108,10 @@ def as_json(results: list[codebase_lib.CodeBaseResult],
         "tensorflow_names": names_lib.tf_names().header,
         "code_bases": [{
             "name": r.name, "status": r.status, "blockers": r.blockers(), "limits": r.limits(),
+            "scripts": [{"path": entry, "status": status, "blockers": blockers, "limits": limits,
+                         "files": r.entries[entry]}
+                        for entry, (status, blockers, limits) in sorted(
+                            r.entry_verdicts().items())],
             "files": [{"path": f.path, "problem": f.problem,
                        "names": [use(u) for u in f.uses.values()],
                        "semantics": [{"key": k, "lines": v, "status": r.semantic_status(k),
