@@ -6,9 +6,9 @@
 scans PATHs (default: `legacy_models/` and `../shared/realworld`) `--repeats` times in
 process, and prints one row: files, the best wall time, files/s and the issue's target
 (>= 500 files/s, judged on the process's CPU time: on a shared machine wall time also counts
-other processes' turns on the pinned core). The first scan of the process includes loading the scan's tables (TF's
-names), which every command-line run pays once; it is printed apart. TensorFlow is never
-imported (the row says so, checked on `sys.modules`).
+other processes' turns on the pinned core), with `ast.parse` alone over the same files beside
+it. Loading the scan's tables (TF's names), which every command-line run pays once, is
+printed apart. TensorFlow is never imported (the row says so, checked on `sys.modules`).
 """
 
 from __future__ import annotations

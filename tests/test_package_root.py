@@ -69,7 +69,8 @@ def test_submodules_resolve_and_unknown_names_raise_attribute_error():
         print(hasattr(t, 'no_such_name'))
     """)
     assert out.splitlines() == [
-        "True tpu_estimator_compat.legacy", "module 'tpu_estimator_compat' has no attribute 'no_such_name'", "False"]
+        "True tpu_estimator_compat.legacy",
+        "module 'tpu_estimator_compat' has no attribute 'no_such_name'", "False"]
 
 
 def test_star_import_gives_the_public_names():

@@ -38,7 +38,8 @@ def _uses(tmp_path, source, name="m.py"):
      "tf.estimator.tpu.TPUEstimator", "served", "2"),
     ("import tensorflow.compat.v1 as tf\nx = tf.estimator.DNNClassifier\n",
      "tf.estimator.DNNClassifier", "refused", "2"),
-    ("from tensorflow.contrib import tpu as contrib_tpu\nopt = contrib_tpu.CrossShardOptimizer(o)\n",
+    ("from tensorflow.contrib import tpu as contrib_tpu\n"
+     "opt = contrib_tpu.CrossShardOptimizer(o)\n",
      "tf.contrib.tpu.CrossShardOptimizer", "served", "2"),
     ("from tensorflow.contrib.opt import LazyAdamOptimizer\n\n\nLazyAdamOptimizer()\n",
      "tf.contrib.opt.LazyAdamOptimizer", "refused", "1"),
@@ -72,7 +73,8 @@ def test_import_forms_resolve_to_full_names_with_verdicts(tmp_path, source, name
 
 
 def test_tensorflow_s_own_existing_names_are_not_listed(tmp_path):
-    uses, _, result = _uses(tmp_path, "import tensorflow as tf\ntf.nn.relu(tf.train.AdamOptimizer)\n"
+    uses, _, result = _uses(tmp_path, "import tensorflow as tf\n"
+                                      "tf.nn.relu(tf.train.AdamOptimizer)\n"
                                       "tf.flags.DEFINE_string('a', None, '')\n")
     assert uses == {} and result.status == codebase.RUNS
 

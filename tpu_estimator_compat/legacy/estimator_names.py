@@ -78,7 +78,8 @@ def build_estimator_namespace() -> AliasNamespace:
         "VocabInfo": tf.compat.v1.train.VocabInfo,
     }
     members.update(_unavailable_members(""))
-    members.update({name: getattr(tf.compat.v1.train, name) for name in estimator_map.V1_TRAIN_HOOK_NAMES})
+    members.update({name: getattr(tf.compat.v1.train, name)
+                    for name in estimator_map.V1_TRAIN_HOOK_NAMES})
     members.update({name: getattr(training_lib, name) for name in estimator_map.TRAINING_NAMES})
     members["WarmStartSettings"] = warm_start_lib.WarmStartSettings
     return AliasNamespace(_ESTIMATOR_MODULE, "tf.estimator",

@@ -221,8 +221,9 @@ def _private(parts: list[str], module_parts: int) -> Verdict | None:
     if parts[:2] == ["python", "estimator"]:
         return _private_estimator(estimator_map.TFE_PRIVATE, parts[2:])
     private = tf_names().private
-    if parts[:2] == ["python", "tpu"] and len(parts) > 2 and parts[2] in estimator_map.TF_TPU_STUBS \
-            and "tensorflow." + ".".join(parts[:3]) not in private:
+    stub = len(parts) > 2 and parts[2] in estimator_map.TF_TPU_STUBS
+    if (parts[:2] == ["python", "tpu"] and stub
+            and "tensorflow." + ".".join(parts[:3]) not in private):
         verdict = _private_estimator(estimator_map.TFE_PRIVATE, ["tpu"] + parts[2:])
         return dataclasses.replace(verdict, name=".".join(["tensorflow"] + parts[:4]))
     module = "tensorflow." + ".".join(parts[:max(1, module_parts)])

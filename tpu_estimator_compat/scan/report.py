@@ -48,7 +48,9 @@ def _file_text(result: codebase_lib.CodeBaseResult, f: codebase_lib.FileResult,
         status = result.semantic_status(key)
         out.append(f"    run semantic {key}  [{_lines(f.semantics[key])}]  {status}")
         note = semantics_lib.SEMANTICS[key][1]
-        out.append(f"      {note if status == semantics_lib.SEMANTICS[key][0] else 'The script turns eager execution off: TF1 graph code keeps its switches.'}")
+        if status != semantics_lib.SEMANTICS[key][0]:
+            note = "The code base turns eager execution off: TF1 graph code keeps its switches."
+        out.append(f"      {note}")
     return out
 
 
