@@ -188,9 +188,9 @@ def _reexports(parsed: dict[str, _Parsed]) -> None:
                         p.seed.setdefault(local, exports[target.path][name])
 
 
-def _closure(entry: str, parsed: dict[str, _Parsed]) -> list[str]:
+def _closure(entry: str, parsed: dict[str, _Parsed],
+             index: dict[str, list[_Parsed]]) -> list[str]:
     """`entry` and the code base's files it imports, directly or through each other."""
-    index = _module_index(parsed)
     seen, queue = [entry], [entry]
     while queue:
         p = parsed[queue.pop(0)]
@@ -283,5 +283,6 @@ def scan_code_base(base: files_lib.CodeBase, problems: list[tuple[str, str]] | N
     _reexports(parsed)
     results += [_judge_file(p, file_problems[path]) for path, p in parsed.items()]
     results.sort(key=lambda r: r.path)
-    entries = {path: _closure(path, parsed) for path in scripts if path in parsed}
+    index = _module_index(parsed)
+    entries = {path: _closure(path, parsed, index) for path in scripts if path in parsed}
     return CodeBaseResult(base.name, results, list(problems or []), entries)
