@@ -11,6 +11,8 @@ setuptools.setup(
     version="0.1.0",
     description="Run TF1 TPUEstimator model_fns unchanged on TF2 tf.distribute strategies.",
     packages=setuptools.find_packages(include=["tpu_estimator_compat", "tpu_estimator_compat.*"]),
+    # TensorFlow's public names, read by the scan without importing TensorFlow.
+    package_data={"tpu_estimator_compat.scan": ["tf_api_names.txt"]},
     python_requires=">=3.11",
     install_requires=[
         "tensorflow>=2.16,<2.22",
@@ -28,6 +30,7 @@ setuptools.setup(
     entry_points={
         "console_scripts": [
             "tpu-estimator-compat-run=tpu_estimator_compat.run:main",
+            "tpu-estimator-compat-scan=tpu_estimator_compat.scan.cli:main",
         ],
     },
 )

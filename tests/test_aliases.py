@@ -17,6 +17,7 @@ from absl import logging as absl_logging
 
 import tpu_estimator_compat
 from tpu_estimator_compat.legacy import estimator_names
+from tpu_estimator_compat.legacy import estimator_map
 from tpu_estimator_compat.legacy import namespaces
 from tpu_estimator_compat.cluster import tpu_resolver
 from tpu_estimator_compat.api import estimator as estimator_lib
@@ -191,7 +192,7 @@ def test_whole_public_legacy_estimator_surface_exists(name):
 
 def test_training_names_are_the_library_s_own():
     est = estimator_names.build_estimator_namespace()
-    for name in estimator_names._TRAINING_NAMES:
+    for name in estimator_map.TRAINING_NAMES:
         assert getattr(est, name) is getattr(train_and_eval, name)
     assert est.WarmStartSettings is tpu_estimator_compat.WarmStartSettings
 

@@ -7,7 +7,7 @@ the ones migration_guide/architecture.md draws:
 - every module belongs to a layer: a subpackage of `LAYERS`, the base at the top level
   (`log.py`, `shapes.py`: below everything, every layer logs and reads shapes), the
   vocabulary at the top level (`config.py`, `tpu_config.py`, `spec.py`), or a tool on top
-  (`__init__.py`, `run.py`, `parity/`);
+  (`__init__.py`, `run.py`, `parity/`, `scan/`);
 - a module imports its own layer or lower ones, never a higher one, and nothing but a tool
   imports the package root or a tool;
 - no import cycle between modules, whatever their layers;
@@ -37,7 +37,7 @@ LAYERS = ("base", "_tf", "cluster", "vocabulary", "v1_state", "contrib", "summar
           "checkpoint", "export", "inputs", "embedding", "step", "loop", "session", "api", "legacy")
 BASE = ("log", "shapes")
 VOCABULARY = ("config", "tpu_config", "spec")
-TOOLS = ("__init__", "run", "parity")  # On top, outside the order; the library never imports them.
+TOOLS = ("__init__", "run", "parity", "scan")  # On top, outside the order; the library never imports them.
 MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 80
 PATCH_TABLE = "_tf/patch_table.py"

@@ -33,44 +33,23 @@ from typing import Any, Callable, Sequence
 
 from tpu_estimator_compat.legacy import contrib_map
 from tpu_estimator_compat.legacy import contrib_namespace
+from tpu_estimator_compat.legacy import estimator_map
 from tpu_estimator_compat.legacy import estimator_names
 from tpu_estimator_compat.legacy import namespaces
 
 _CONTRIB = "tensorflow.contrib"
-_TFE = "tensorflow_estimator"
-_TFE_PRIVATE = "tensorflow_estimator.python.estimator"
-_TF_PRIVATE_ESTIMATOR = "tensorflow.python.estimator"
-_ESTIMATOR_ROOTS = estimator_names.ESTIMATOR_MODULE_NAMES
-# TensorFlow up to 2.15 kept stubs under `tensorflow.python.tpu` that re-exported
-# tensorflow-estimator's TPU modules (`from tensorflow_estimator.python.estimator.tpu.tpu_config
-# import *`); TF 2.16 dropped them. mesh_tensorflow (`transformer/utils.py`: `from
-# tensorflow.python.tpu import tpu_config, tpu_estimator`) imports them; they serve the same
-# modules as `tensorflow_estimator.python.estimator.tpu.<name>`, only where TensorFlow itself
-# has no module of that name.
-_TF_PRIVATE_TPU = "tensorflow.python.tpu"
-_TF_TPU_STUBS = frozenset(("error_handling", "tpu_config", "tpu_context", "tpu_estimator",
-                           "util"))
+_TFE = estimator_map.TFE
+_TFE_PRIVATE = estimator_map.TFE_PRIVATE
+_TF_PRIVATE_ESTIMATOR = estimator_map.TF_PRIVATE_ESTIMATOR
+_ESTIMATOR_ROOTS = estimator_map.ESTIMATOR_MODULE_NAMES
+# TF 2.15's `tensorflow.python.tpu` stubs of tensorflow-estimator's TPU modules (see
+# `estimator_map.TF_TPU_STUBS`), served only where TensorFlow itself has no such module.
+_TF_PRIVATE_TPU = estimator_map.TF_PRIVATE_TPU
+_TF_TPU_STUBS = estimator_map.TF_TPU_STUBS
 _PREFIXES = (_CONTRIB, _TFE, _TF_PRIVATE_ESTIMATOR, _TF_PRIVATE_TPU + ".") + _ESTIMATOR_ROOTS
-
-# The private modules of tensorflow-estimator 2.15.0 (its package tree, tests and the generated
-# `api` excluded), relative to `tensorflow_estimator.python.estimator`. TF 1.x shipped the same
-# tree as `tensorflow.python.estimator`; both prefixes serve it.
-_PRIVATE_ESTIMATOR_MODULES = frozenset("""
-canned canned.baseline canned.dnn canned.dnn_linear_combined canned.head canned.kmeans
-canned.linear canned.metric_keys canned.optimizers canned.parsing_utils canned.prediction_keys
-canned.rnn canned.saved_model_estimator canned.v1 canned.timeseries canned.timeseries.ar_model
-canned.timeseries.estimators canned.timeseries.feature_keys canned.timeseries.head
-canned.timeseries.math_utils canned.timeseries.model canned.timeseries.model_utils
-canned.timeseries.saved_model_utils canned.timeseries.state_management early_stopping estimator
-estimator_export estimator_lib export export.export export.export_lib export.export_output
-export.function exporter extenders gc head head.base_head head.binary_class_head
-head.head_utils head.multi_class_head head.multi_head head.multi_label_head
-head.regression_head head.sequential_head hooks hooks.basic_session_run_hooks hooks.hooks
-hooks.session_run_hook inputs inputs.inputs inputs.numpy_io inputs.pandas_io keras_lib
-mode_keys model_fn run_config tools tools.checkpoint_converter tpu
-tpu._tpu_estimator_embedding tpu.error_handling tpu.iteration_count_estimator tpu.tpu_config
-tpu.tpu_context tpu.tpu_estimator tpu.util training util
-""".split())
+# tensorflow-estimator 2.15.0's private modules, relative to `_TFE_PRIVATE` (TF 1.x shipped
+# the same tree as `tensorflow.python.estimator`; both prefixes serve it).
+_PRIVATE_ESTIMATOR_MODULES = estimator_map.PRIVATE_ESTIMATOR_MODULES
 
 # Legacy contrib trees kept under `<name>.python.<pkg>.<module>`; deeper names are symbols.
 _CONTRIB_MODULE_DEPTH = 4
@@ -107,9 +86,6 @@ def _tpu_embedding_names(names: Sequence[str]) -> dict[str, Any]:
     return {name: getattr(embedding_config, name) for name in names}
 
 
-_TPU_EMBEDDING_EXPORTS = ("AdagradParameters", "AdamParameters", "EmbeddingConfigSpec",
-                          "StochasticGradientDescentParameters")
-
 class ExportSavedModelApiVersion(enum.Enum):
     """Legacy `tpu_estimator.ExportSavedModelApiVersion`, the value of `TPUEstimator`'s
     `export_saved_model_api_version` (tensor2tensor `trainer_lib.create_estimator` reads `.V1`
@@ -120,17 +96,16 @@ class ExportSavedModelApiVersion(enum.Enum):
     V2 = 2
 
 
-# Private helpers and names real code called through the private module paths, by module:
-# legacy `tpu_estimator` re-exported the embedding spec and three parameter classes.
-_PRIVATE_HELPERS: dict[str, Callable[[], dict[str, Any]]] = {
-    "estimator": lambda: {
-        "_load_global_step_from_checkpoint_dir": _load_global_step_from_checkpoint_dir},
-    "tpu.tpu_estimator": lambda: {
-        **_tpu_embedding_names(_TPU_EMBEDDING_EXPORTS),
-        "ExportSavedModelApiVersion": ExportSavedModelApiVersion},
-    "tpu._tpu_estimator_embedding": lambda: _tpu_embedding_names(
-        _TPU_EMBEDDING_EXPORTS + ("FtrlParameters", "EmbeddingConfig")),
-}
+def _private_members(relative: str) -> dict[str, Any]:
+    """The private helpers and names real code called through the private module `relative`
+    (`estimator_map.PRIVATE_HELPER_NAMES`, `PRIVATE_EMBEDDING_NAMES`): legacy `tpu_estimator`
+    re-exported the embedding spec and three parameter classes."""
+    helpers = {"_load_global_step_from_checkpoint_dir": _load_global_step_from_checkpoint_dir,
+               "ExportSavedModelApiVersion": ExportSavedModelApiVersion}
+    members = _tpu_embedding_names(estimator_map.PRIVATE_EMBEDDING_NAMES.get(relative, ()))
+    members.update({name: helpers[name]
+                    for name in estimator_map.PRIVATE_HELPER_NAMES.get(relative, ())})
+    return members
 
 
 class LegacyImportError(ImportError):
@@ -157,18 +132,24 @@ def _estimator_sources() -> list[Callable[[], Any]]:
     Legacy private modules defined their classes under their public names
     (`tpu.tpu_estimator.TPUEstimator`, `export.export_output.PredictOutput`,
     `hooks.basic_session_run_hooks.LoggingTensorHook`), so looking a name up in
-    `tf.estimator`, then its `tpu`, `export`, `experimental` and `inputs` parts answers them.
+    `tf.estimator`, then its parts in `estimator_map.PRIVATE_SOURCES`' order answers them.
     """
-    parts = ("tpu", "export", "experimental", "inputs")
-    return [_estimator] + [lambda p=p: getattr(_estimator(), p) for p in parts] + [
-        lambda: _estimator().tpu.experimental]
+    def source(namespace: str) -> Callable[[], Any]:
+        def get() -> Any:
+            obj = _estimator()
+            for part in filter(None, namespace.split(".")):
+                obj = getattr(obj, part)
+            return obj
+        return get
+
+    return [source(namespace) for namespace in estimator_map.PRIVATE_SOURCES]
 
 
 def _build_private_estimator(name: str, relative: str,
                              display: str | None = None) -> types.ModuleType:
     display = display or name.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
     return _namespace(name, display, _estimator_sources(),
-                      members=_PRIVATE_HELPERS.get(relative, dict)(),
+                      members=_private_members(relative),
                       hint=estimator_names.ESTIMATOR_HINT)
 
 

@@ -1,0 +1,223 @@
+"""Tests for `python -m tpu_estimator_compat.scan`: import forms, verdicts, run semantics,
+output, exit status and bad input (one clear line per file, and the scan goes on)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tpu_estimator_compat.scan import cli
+from tpu_estimator_compat.scan import codebase
+from tpu_estimator_compat.scan import files
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _write(root, files_):
+    for name, text in files_.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(textwrap.dedent(text))
+    return root
+
+
+def _uses(tmp_path, source, name="m.py"):
+    _write(tmp_path, {name: source})
+    result = codebase.scan_code_base(files.CodeBase("cb", str(tmp_path), [str(tmp_path / name)]))
+    (f,) = result.files
+    return {u.name: (u.status, u.lines) for u in f.uses.values()}, f, result
+
+
+@pytest.mark.parametrize("source, name, status, line", [
+    ("import tensorflow as tf\ntf.estimator.tpu.TPUEstimator(model_fn=f)\n",
+     "tf.estimator.tpu.TPUEstimator", "served", "2"),
+    ("import tensorflow.compat.v1 as tf\nx = tf.estimator.DNNClassifier\n",
+     "tf.estimator.DNNClassifier", "refused", "2"),
+    ("from tensorflow.contrib import tpu as contrib_tpu\n"
+     "opt = contrib_tpu.CrossShardOptimizer(o)\n",
+     "tf.contrib.tpu.CrossShardOptimizer", "served", "2"),
+    ("from tensorflow.contrib.opt import LazyAdamOptimizer\n\n\nLazyAdamOptimizer()\n",
+     "tf.contrib.opt.LazyAdamOptimizer", "refused", "1"),
+    ("import tensorflow as tf\nl = tf.contrib.keras.layers.Dense(3)\n",
+     "tf.contrib.keras.layers", "served", "2"),
+    ("import tensorflow_estimator as tfe\ntfe.estimator.tpu.RunConfig()\n",
+     "tf.estimator.tpu.RunConfig", "served", "2"),
+    ("from tensorflow.python.estimator import estimator\n"
+     "estimator._load_global_step_from_checkpoint_dir(d)\n",
+     "tensorflow_estimator.python.estimator.estimator._load_global_step_from_checkpoint_dir",
+     "served", "2"),
+    ("from tensorflow.python.tpu import tpu_function\n",
+     "tensorflow.python.tpu.tpu_function", "served", "1"),
+    ("from tensorflow.python.tpu import tpu_estimator\n",
+     "tensorflow.python.tpu.tpu_estimator", "served", "1"),
+    ("import tensorflow as tf\ntf.no_such_api.thing()\n", "tf.no_such_api", "absent", "2"),
+    ("from tensorflow.python.no_such import x\n", "tensorflow.python.no_such", "absent", "1"),
+    ("import tensorflow.compat.v1 as tf\nr = tf.distribute.cluster_resolver.TPUClusterResolver\n",
+     "tf.compat.v1.distribute.cluster_resolver.TPUClusterResolver", "changed", "2"),
+    ("from tensorflow.compat.v1 import estimator as tf_estimator\n"
+     "s = tf_estimator.tpu.experimental.EmbeddingConfigSpec()\n",
+     "tf.estimator.tpu.experimental.EmbeddingConfigSpec", "changed", "2"),
+    ("def main():\n    import tensorflow as tf\n    tf.contrib.rnn.LSTMBlockCell(3)\n",
+     "tf.contrib.rnn.LSTMBlockCell", "refused", "3"),
+])
+def test_import_forms_resolve_to_full_names_with_verdicts(tmp_path, source, name, status, line):
+    uses, _, _ = _uses(tmp_path, source)
+    assert name in uses, uses
+    assert uses[name][0] == status
+    assert line in uses[name][1]
+
+
+def test_tensorflow_s_own_existing_names_are_not_listed(tmp_path):
+    uses, _, result = _uses(tmp_path, "import tensorflow as tf\n"
+                                      "tf.nn.relu(tf.train.AdamOptimizer)\n"
+                                      "tf.flags.DEFINE_string('a', None, '')\n")
+    assert uses == {} and result.status == codebase.RUNS
+
+
+def test_aliases_re_exported_by_the_code_base_s_own_modules_are_followed(tmp_path):
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/compat.py": "import tensorflow.compat.v1 as tf\n"
+                         "from tensorflow.contrib import opt as contrib_opt\n",
+        "pkg/model.py": "from .compat import tf\nfrom pkg.compat import contrib_opt\n"
+                        "tf.estimator.LinearClassifier()\ncontrib_opt.AdamWOptimizer()\n"})
+    results, _ = cli.scan([str(tmp_path)], fleets=False)
+    model = [f for f in results[0].files if f.path.endswith("model.py")][0]
+    assert model.uses["tf.estimator.LinearClassifier"].status == "refused"
+    assert model.uses["tf.contrib.opt.AdamWOptimizer"].lines == ["4"]
+
+
+def test_guarded_import_is_reported_but_does_not_block(tmp_path):
+    uses, f, result = _uses(tmp_path, """
+        try:
+          from tensorflow.contrib.cloud import BigtableClient
+        except ImportError:
+          BigtableClient = None
+        """)
+    assert uses["tf.contrib.cloud.BigtableClient"][0] == "refused"
+    assert result.status == codebase.RUNS and not result.blockers()
+
+
+@pytest.mark.parametrize("source, key, status", [
+    ("import tensorflow as tf\ntf.disable_v2_behavior()\n", "eager_off", "changed"),
+    ("import tensorflow as tf\nwith tf.Session() as s:\n  pass\n", "tf1_session", "limit"),
+    ("import tensorflow as tf\ntf.compat.v1.disable_eager_execution()\ns = tf.Session()\n",
+     "tf1_session", "changed"),
+    ("c = TPUConfig(num_cores_per_replica=2)\n", "model_parallelism", "changed"),
+    ("c = TPUConfig(input_partition_dims=[[1, 2]])\n", "model_parallelism", "changed"),
+    ("e = TPUEstimator(export_to_tpu=True)\n", "export_to_tpu", "changed"),
+    ("s = EstimatorSpec(mode, loss=l, eval_metric_ops=m)\n", "eval_metric_ops", "limit"),
+    ("s = Scaffold(init_fn=f)\n", "scaffold_init_fn", "limit"),
+    ("c = TPUConfig(iterations_per_loop='30s')\n", "iterations_per_loop_seconds", "limit"),
+])
+def test_run_semantics(tmp_path, source, key, status):
+    _, f, result = _uses(tmp_path, source)
+    assert key in f.semantics
+    assert result.semantic_status(key) == status
+
+
+def test_session_inside_a_graph_scope_is_no_limit(tmp_path):
+    _, f, _ = _uses(tmp_path, "import tensorflow as tf\nwith tf.Graph().as_default():\n"
+                              "  with tf.Session() as s:\n    pass\n")
+    assert "tf1_session" not in f.semantics
+
+
+def test_notebook_code_cells_with_magics(tmp_path):
+    notebook = {"cells": [
+        {"cell_type": "markdown", "source": ["import tensorflow as tf"]},
+        {"cell_type": "code", "source": ["%matplotlib inline\n", "import tensorflow as tf\n"]},
+        {"cell_type": "code", "source": "!pip install x\nest = tf.estimator.Estimator(f)\n"}],
+        "nbformat": 4}
+    uses, f, _ = _uses(tmp_path, json.dumps(notebook), "n.ipynb")
+    assert uses["tf.estimator.Estimator"] == ("refused", ["3:2"])
+    assert not f.problem
+
+
+BAD_INPUT = {
+    "syntax.py": ("import tensorflow as tf\ndef f(:\n", "syntax error (line 2"),
+    "py2.py": ("import tensorflow as tf\nprint 'hello'\n", "Python 2 source (line 2"),
+    "binary.py": (b"\x7fELF\x00\x01\x02", "binary file (NUL byte at offset 4)"),
+    "huge.py": ("x = 1\n" * 300000, "over the 1.0 MiB limit"),
+    "nested.py": ("import tensorflow as tf\nx = " + "(" * 300 + ")" * 300 + "\n",
+                  "too many nested parentheses"),
+    "broken.ipynb": ('{"cells": [', "notebook is not valid JSON (line 1"),
+}
+
+
+def test_bad_input_gets_one_clear_line_each_and_the_scan_goes_on(tmp_path):
+    root = tmp_path / "cb"
+    _write(root, {name: text for name, (text, _) in BAD_INPUT.items()})
+    _write(root, {"good.py": "import tensorflow as tf\ntf.estimator.BaselineRegressor()\n"})
+    (root / "loop").symlink_to(root)
+    (root / "self.py").symlink_to(root / "self.py")
+    done = subprocess.run([sys.executable, "-m", "tpu_estimator_compat.scan", "--max-bytes",
+                           str(2**20), str(root)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    assert done.returncode == 1, done.stderr  # good.py's refused name.
+    out = done.stdout
+    for name, (_, message) in BAD_INPUT.items():
+        lines = [line for line in out.splitlines() if f"{name}:" in line]
+        assert len(lines) == 1 and message in lines[0], (name, out)
+    assert sum("symlink loop" in line for line in out.splitlines()) == 1, out
+    assert sum("self.py" in line and "cannot read" in line for line in out.splitlines()) == 1
+    assert "tf.estimator.BaselineRegressor" in out
+    assert "file(s) or folder(s) could not be scanned" in out
+
+
+def test_fleet_summary_json_and_exit_status(tmp_path):
+    _write(tmp_path, {
+        "a/train.py": "import tensorflow as tf\ntf.estimator.tpu.TPUEstimator(model_fn=f)\n",
+        "b/train.py": "import tensorflow as tf\ntf.contrib.opt.LazyAdamOptimizer(0.1)\n",
+        "c/train.py": "from tensorflow.contrib.opt import LazyAdamOptimizer\n"})
+    done = subprocess.run([sys.executable, "-m", "tpu_estimator_compat.scan", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    assert done.returncode == 1
+    assert ("1 of 3 code bases should run unchanged (3 files); 2 refuse, because of "
+            "tf.contrib.opt.LazyAdamOptimizer (2).") in done.stdout
+    assert cli.main(["--json", str(tmp_path / "a")]) == 0
+    done = subprocess.run([sys.executable, "-m", "tpu_estimator_compat.scan", "--json",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    data = json.loads(done.stdout)
+    assert [c["status"] for c in data["code_bases"]] == ["runs unchanged", "refuses", "refuses"]
+    (name,) = data["code_bases"][1]["files"][0]["names"]
+    assert name["name"] == "tf.contrib.opt.LazyAdamOptimizer" and name["blocks"]
+    assert name["lines"] == ["2"] and "AdamOptimizer" in name["note"]
+
+
+def test_importing_the_scan_loads_no_tensorflow():
+    code = ("import sys, tpu_estimator_compat.scan.cli as c\n"
+            "c.scan([%r])\n"
+            "print(sorted(n for n in sys.modules if n.split('.')[0] in "
+            "('tensorflow', 'tf_keras', 'numpy')))" % os.path.join(REPO, "legacy_models"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": REPO})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_each_script_gets_the_verdict_of_the_files_it_imports(tmp_path):
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/model.py": "import tensorflow as tf\nspec = tf.estimator.tpu.TPUEstimatorSpec\n",
+        "pkg/extra.py": "import tensorflow as tf\ntf.contrib.opt.LazyAdamOptimizer(0.1)\n",
+        "main.py": "from pkg import model\nif __name__ == '__main__':\n    pass\n",
+        "tool.py": "from pkg.extra import *\nimport pkg.extra\n"
+                   "if __name__ == \"__main__\":\n    pass\n"})
+    results, _ = cli.scan([str(tmp_path)], fleets=False)
+    (result,) = results
+    assert result.status == codebase.REFUSES  # Any use blocks the code base ...
+    verdicts = {os.path.basename(p): v for p, v in result.entry_verdicts().items()}
+    assert verdicts["main.py"][0] == codebase.RUNS  # ... but main.py never imports extra.py.
+    assert verdicts["tool.py"][0] == codebase.REFUSES
+    assert list(verdicts["tool.py"][1]) == ["tf.contrib.opt.LazyAdamOptimizer"]
+    text = subprocess.run([sys.executable, "-m", "tpu_estimator_compat.scan", "--no-fleets",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO}).stdout
+    assert f"script {tmp_path / 'main.py'}: runs unchanged" in text
