@@ -125,7 +125,10 @@ class ModelFnCaller:
         # A Saver model_fn builds (`Scaffold(saver=Saver(ema.variables_to_restore()))`, or
         # `Saver(max_to_keep=...)`) is recorded, not built: its restore ops would run at
         # every step of the traced function. Its var_list and retention are honoured.
-        with keras_env.tf1_graph_keras(), shards, writers, \
+        # Outside TRAIN a train_op model_fn builds anyway must not run (legacy never ran it).
+        no_train = (_tf_patches.applied("optimizer_apply.inference_apply_gradients")
+                    if mode != ModeKeys.TRAIN else contextlib.nullcontext())
+        with keras_env.tf1_graph_keras(), shards, writers, no_train, \
                 _tf_patches.applied("warm_start.Saver"):
             if (self.embedding is not None and self.use_tpu and not export_mode
                     and self.embedding.applies_to(mode)):
