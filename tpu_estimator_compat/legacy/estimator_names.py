@@ -1,9 +1,9 @@
 """The legacy `tf.estimator` namespace (with `tpu`, `export`, `experimental`, `inputs`).
 
 `build_estimator_namespace()` maps every public name of tensorflow-estimator 2.15.0's
-`tf.estimator` / `tf.compat.v1.estimator` onto this library (TPUEstimator, its specs and
-configuration, train_and_evaluate, the export receivers), onto TensorFlow (the v1 session
-hooks) or onto a placeholder that raises with a hint when used (the canned estimators this
+`tf.estimator` / `tf.compat.v1.estimator` onto this library (`Estimator`, TPUEstimator, their
+specs and configuration, train_and_evaluate, the export receivers), onto TensorFlow (the v1
+session hooks) or onto a placeholder that raises with a hint when used (the canned estimators this
 library does not run). `legacy/aliases.py` installs it; the import hook serves it under module
 paths. It knows nothing of how the names are installed or served.
 """
@@ -58,14 +58,13 @@ _TRAINING_NAMES = ("train_and_evaluate", "TrainSpec", "EvalSpec", "LatestExporte
                    "BestExporter")  # All in api/train_and_eval.py.
 
 ESTIMATOR_HINT = (
-    "tpu_estimator_compat re-implements TPUEstimator only: the plain `Estimator` and the "
-    "canned estimators are not provided. Run a plain model_fn with "
-    "`tf.estimator.tpu.TPUEstimator(..., use_tpu=False)`.")
+    "tpu_estimator_compat runs `Estimator` and `TPUEstimator`: the canned estimators are not "
+    "provided yet. Run a plain model_fn with `tf.estimator.Estimator(model_fn=...)`.")
 
 
 _MODEL_FN_HINT = (
     "Write the model as a model_fn (tf.compat.v1.layers or tf.keras layers inside it) and run "
-    "it with `tf.estimator.tpu.TPUEstimator(model_fn=..., use_tpu=False)`.")
+    "it with `tf.estimator.Estimator(model_fn=...)`.")
 _INPUT_HINT = ("Return a `tf.data.Dataset` from your input_fn instead (e.g. "
                "`tf.data.Dataset.from_tensor_slices((features, labels)).batch(n)`).")
 _HOOK_HINT = ("Stop training with `max_steps`/`steps`, or write a "
@@ -77,7 +76,7 @@ _FEATURE_HINT = "Build the parse spec with `tf.compat.v1.feature_column.make_par
 _UNAVAILABLE_CLASSES: dict[str, dict[str, str]] = {
     "": {
         **{name: _MODEL_FN_HINT for name in (
-            "Estimator", "BaselineClassifier", "BaselineEstimator", "BaselineRegressor",
+            "BaselineClassifier", "BaselineEstimator", "BaselineRegressor",
             "DNNClassifier", "DNNEstimator", "DNNRegressor", "DNNLinearCombinedClassifier",
             "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor", "LinearClassifier",
             "LinearEstimator", "LinearRegressor", "Head", "BinaryClassHead",
@@ -143,6 +142,7 @@ def build_estimator_namespace() -> AliasNamespace:
                                  {name: getattr(export_lib, name) for name in _EXPORT_NAMES}),
         "experimental": _sub_namespace("experimental", "Legacy experimental estimators.", {}),
         "inputs": _sub_namespace("inputs", "Legacy numpy/pandas input_fns.", {}),
+        "Estimator": estimator_lib.Estimator,
         "ModeKeys": spec_lib.ModeKeys,
         "EstimatorSpec": spec_lib.EstimatorSpec,
         "RunConfig": config_lib.RunConfig,

@@ -124,7 +124,8 @@ class ExportSavedModelApiVersion(enum.Enum):
 # legacy `tpu_estimator` re-exported the embedding spec and three parameter classes.
 _PRIVATE_HELPERS: dict[str, Callable[[], dict[str, Any]]] = {
     "estimator": lambda: {
-        "_load_global_step_from_checkpoint_dir": _load_global_step_from_checkpoint_dir},
+        "_load_global_step_from_checkpoint_dir": _load_global_step_from_checkpoint_dir,
+        "EstimatorV2": _estimator().Estimator},
     "tpu.tpu_estimator": lambda: {
         **_tpu_embedding_names(_TPU_EMBEDDING_EXPORTS),
         "ExportSavedModelApiVersion": ExportSavedModelApiVersion},
