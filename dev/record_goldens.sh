@@ -22,6 +22,8 @@
 #  - the tags of summaries named after names model_fn took (host_call, model_fn, loss), on the
 #    CPU path and in the graph of legacy's TPU path
 #    (tests/legacy_recorder/summary_names.py -> tests/goldens/summary_names/).
+#  - a plain `tf.estimator.Estimator` MLP: per-step losses, eval metrics, predictions, checkpoint
+#    (tests/legacy_recorder/estimator_plain.py -> tests/goldens/estimator_plain/).
 #  - what scripts print through Python's logging under `python SCRIPT.py`: verbosity settings,
 #    absl flags, no app.run, a tiny TPUEstimator's progress lines
 #    (tests/legacy_recorder/log_lines.py -> tests/goldens/log_lines/).
@@ -66,5 +68,6 @@ if [ -z "$models" ]; then
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/model_fn_summary_writer.py
   .venv-legacy/bin/python tests/legacy_recorder/summary_names.py
   .venv-legacy/bin/python tests/legacy_recorder/log_lines.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_plain.py
 fi
 du -sh tests/goldens

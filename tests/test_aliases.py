@@ -136,7 +136,7 @@ def test_missing_estimator_symbol_names_it_and_the_fix():
     with pytest.raises(namespaces.LegacySymbolError) as e:
         tf.estimator.NoSuchEstimator  # noqa: B018
     assert "`tf.estimator.NoSuchEstimator`" in str(e.value)
-    assert "use_tpu=False" in str(e.value)
+    assert "tf.estimator.Estimator(model_fn=...)" in str(e.value)
     assert not hasattr(tf.estimator.tpu, "TPUDistributionStrategy")
 
 
@@ -146,7 +146,8 @@ def test_unrunnable_estimator_classes_subclass_and_fail_when_constructed():
 
     with pytest.raises(namespaces.LegacySymbolUnavailableError) as e:
         MyClassifier(hidden_units=[2], feature_columns=[])
-    assert "`tf.estimator.DNNClassifier`" in str(e.value) and "use_tpu=False" in str(e.value)
+    assert ("`tf.estimator.DNNClassifier`" in str(e.value)
+            and "tf.estimator.Estimator(model_fn=...)" in str(e.value))
     with pytest.raises(namespaces.LegacySymbolUnavailableError,
                        match=r"`tf\.estimator\.inputs\.numpy_input_fn`.*tf\.data\.Dataset"):
         tf.compat.v1.estimator.inputs.numpy_input_fn({"x": [1.0]})

@@ -310,3 +310,29 @@ def test_a_runtime_scope_left_inside_another_keeps_the_loss_scaling(nested):
                 pass
         value = float(gradient())
     assert value == pytest.approx(1.0 / 8)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_inference_apply_gradients_leaves_every_variable_as_it_was(name):
+    """Outside TRAIN, a model_fn's `minimize()` is a no-op in the traced step: legacy's
+    EVAL/PREDICT sessions never ran the train_op, and a tf.function runs every stateful op."""
+    from tpu_estimator_compat._tf import patches as _tf_patches
+
+    weight = tf.Variable([1.0, 2.0])
+    step = tf.Variable(0, dtype=tf.int64)
+    optimizer = OPTIMIZERS[name]()
+
+    @tf.function
+    def eval_like_step():
+        with _tf_patches.applied("optimizer_apply.inference_apply_gradients"):
+            loss = tf.reduce_sum(weight * weight)
+            train_op = optimizer.minimize(loss, global_step=step, var_list=[weight])
+        assert isinstance(train_op, tf.Operation) and train_op.type == "NoOp"
+        return loss
+
+    assert eval_like_step().numpy() == 5.0
+    np.testing.assert_array_equal(weight.numpy(), [1.0, 2.0])
+    assert step.numpy() == 0
+    optimizer.minimize(lambda: tf.reduce_sum(weight * weight), global_step=step,
+                       var_list=[weight])  # The patch is gone again.
+    assert step.numpy() == 1 and weight.numpy()[0] != 1.0

@@ -131,10 +131,10 @@ def test_notebook_code_cells_with_magics(tmp_path):
     notebook = {"cells": [
         {"cell_type": "markdown", "source": ["import tensorflow as tf"]},
         {"cell_type": "code", "source": ["%matplotlib inline\n", "import tensorflow as tf\n"]},
-        {"cell_type": "code", "source": "!pip install x\nest = tf.estimator.Estimator(f)\n"}],
+        {"cell_type": "code", "source": "!pip install x\nest = tf.estimator.DNNClassifier(f)\n"}],
         "nbformat": 4}
     uses, f, _ = _uses(tmp_path, json.dumps(notebook), "n.ipynb")
-    assert uses["tf.estimator.Estimator"] == ("refused", ["3:2"])
+    assert uses["tf.estimator.DNNClassifier"] == ("refused", ["3:2"])
     assert not f.problem
 
 

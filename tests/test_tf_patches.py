@@ -38,6 +38,8 @@ PATCHED_SYMBOLS = {
     "cross_shard.xla_replica_id": ("tensorflow.compiler.tf2xla.python.xla.replica_id",),
     "optimizer_apply.distributed_apply":
         ("tensorflow.compat.v1.train.Optimizer._distributed_apply",),
+    "optimizer_apply.inference_apply_gradients":
+        ("tensorflow.compat.v1.train.Optimizer.apply_gradients",),
     "keras_env.executing_eagerly_outside_functions":
         ("tensorflow.python.framework.ops.executing_eagerly_outside_functions",),
     "keras_env.maybe_init_scope": ("tf_keras.src.utils.tf_utils.maybe_init_scope",),
@@ -147,6 +149,7 @@ _SCOPED_ARGS = {
     "cross_shard.in_xla_context": lambda: (),
     "warm_start.init_from_checkpoint": lambda: (warm_start.InitPlan(),),
     "warm_start.Saver": lambda: (),
+    "optimizer_apply.inference_apply_gradients": lambda: (),
     "hooks.Saver": lambda: (),
     "hooks.global_step_read": lambda: (),
     "inputs.iterator_get_next": lambda: ([],),

@@ -405,8 +405,8 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", [
                 prediction_hooks=self.prediction_hooks + extra_hooks)
 
 
-def validate_spec_type(spec: Any, mode: str, require_tpu_spec: bool = False
-                       ) -> EstimatorSpec | TPUEstimatorSpec:
+def validate_spec_type(spec: Any, mode: str, require_tpu_spec: bool = False,
+                       plain_estimator: bool = False) -> EstimatorSpec | TPUEstimatorSpec:
     """Checks what a `model_fn` returned before an estimator relies on it.
 
     Args:
@@ -424,7 +424,20 @@ def validate_spec_type(spec: Any, mode: str, require_tpu_spec: bool = False
         RuntimeError: If `require_tpu_spec` and an `EstimatorSpec` is returned in EVAL or
             PREDICT.
         TypeError: If `require_tpu_spec` and PREDICT predictions are not a dict.
+
+    With `plain_estimator` (legacy `Estimator`) only an `EstimatorSpec` is accepted, and its
+    `training_chief_hooks` and `Scaffold` are the estimator's to run.
     """
+    if plain_estimator:
+        if not isinstance(spec, EstimatorSpec):
+            raise ValueError(
+                "model_fn should return an EstimatorSpec. Given: {} ({!r}); a TPUEstimatorSpec "
+                "runs under TPUEstimator, or call its `as_estimator_spec()`.".format(
+                    type(spec).__name__, spec))
+        if spec.mode != mode:
+            logging.warning("model_fn was called with mode %r but returned a spec with mode "
+                            "%r.", mode, spec.mode)
+        return spec
     if not isinstance(spec, (EstimatorSpec, TPUEstimatorSpec)):
         raise ValueError(
                 "model_fn should return an EstimatorSpec or a TPUEstimatorSpec, given: {} "

@@ -129,6 +129,16 @@ PATCHES: tuple[Patch, ...] = (
             "step of apply_gradients has no public hook.",
         build="tpu_estimator_compat.step.optimizer_apply:patched_distributed_apply",
         signature="(self, distribution, grads_and_vars, global_step=None, name=None)"),
+    Patch(
+        name="optimizer_apply.inference_apply_gradients",
+        kind=SCOPED,
+        target="tensorflow.compat.v1.train.Optimizer.apply_gradients",
+        why="Legacy's EVAL and PREDICT sessions never ran a train_op model_fn built anyway "
+            "(`minimize()` whatever the mode); a traced step runs every stateful op it holds, "
+            "so evaluation would train. No public API keeps an op out of a tf.function.",
+        build="tpu_estimator_compat.step.optimizer_apply:inference_apply_gradients",
+        signature="(self, grads_and_vars, global_step=None, name=None, "
+                  "skip_gradients_aggregation=False)"),
     # -- keras_env: model_fn sees the TF1 graph it was written for.
     Patch(
         name="keras_env.executing_eagerly_outside_functions",

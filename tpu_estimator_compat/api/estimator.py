@@ -1,6 +1,9 @@
-"""The `TPUEstimator` facade: legacy constructor, legacy errors, and mode entry points.
+"""The `Estimator` and `TPUEstimator` facades: legacy constructors, errors, mode entry points.
 
-`TPUEstimator(model_fn, ...)` validates its arguments the way legacy did; each public method
+`Estimator` is legacy's plain estimator; `TPUEstimator` its subclass, as in legacy, differing
+in its constructor (batch sizes, `use_tpu`, embedding) and in how model_fn and input_fn are
+called (`params['batch_size']`, `TPUEstimatorSpec`). Both run on the one engine below.
+Each constructor validates its arguments the way legacy did; each public method
 validates its own, picks the runtime (strategy, variables: `session/strategy_state.py`,
 `session/strategy.py`) and hands the run to its session, with the estimator's settings
 (`session/settings.py`): `session/train_session.py` for train, `session/inference.py` for
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import os
 import signal
 from typing import Any, Callable, Iterator, Sequence
 
@@ -50,6 +55,35 @@ ModeKeys = spec_lib.ModeKeys
 _RESERVED_PARAMS_KEYS = (context_lib.BATCH_SIZE_KEY, context_lib.CONTEXT_KEY)
 
 
+# Legacy `model_fn.py`'s `_VALID_MODEL_FN_ARGS`.
+_VALID_MODEL_FN_ARGS = frozenset({"features", "labels", "mode", "params", "self", "config"})
+
+
+def _check_model_fn_signature(model_fn: Callable[..., Any], params: Any) -> None:
+    """Raises legacy Estimator's errors for a model_fn its arguments cannot be matched to."""
+    args = replica_step.model_fn_args(model_fn)
+    if isinstance(model_fn, functools.partial):  # Bound arguments are not model_fn's own.
+        positional = list(inspect.signature(model_fn.func).parameters)[:len(model_fn.args)]
+        args -= set(positional) | set(model_fn.keywords)
+    if "features" not in args:
+        raise ValueError(
+            f"model_fn ({model_fn}) must include features argument. Define it as "
+            "`def model_fn(features, labels, mode, params, config):` or any subset that "
+            "includes `features`.")
+    if params is not None and "params" not in args:
+        raise ValueError(
+            f"model_fn ({model_fn}) does not include params argument, but params ({params}) "
+            "is passed to Estimator. Add a `params` argument or pass no params.")
+    if params is None and "params" in args:
+        logging.warning("Estimator's model_fn (%s) includes params argument, but params are "
+                        "not passed to Estimator.", model_fn)
+    unexpected = sorted(args - _VALID_MODEL_FN_ARGS)
+    if unexpected:
+        raise ValueError(
+            f"model_fn ({model_fn}) has following not expected args: {unexpected}. Its "
+            f"arguments can only be among {sorted(_VALID_MODEL_FN_ARGS - {'self'})}.")
+
+
 def _check_positive_int(value: Any, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(
@@ -57,67 +91,43 @@ def _check_positive_int(value: Any, name: str) -> None:
             f"be positive integer.)")
 
 
-class TPUEstimator:
-    """Legacy `tf.compat.v1.estimator.tpu.TPUEstimator`, running on TF2 tf.distribute.
+class Estimator:
+    """Legacy `tf.estimator.Estimator`: an r1 model_fn, trained, evaluated, predicted and
+    exported on the one engine TPUEstimator runs on (as `use_tpu=False`).
 
-    Args mirror the legacy constructor. With `use_tpu=True` the job runs on a TPU when one
-    is reachable, else on local GPUs or split CPU devices, else on the CPU (see
-    `session/strategy.py`); with `use_tpu=False` it runs on the CPU as legacy did.
+    model_fn takes any subset of `features, labels, mode, params, config` (`features`
+    required); input_fn any subset of `params, config, mode, input_context`. `params` reach
+    them as given, with no `batch_size`: input_fn's batches are the batches, per replica
+    under `RunConfig(train_distribute=...)` as legacy's distributed Estimator fed them.
+    Training runs one step per loop, as legacy ran one step per `session.run`.
     """
 
-    def __init__(self,
-                 model_fn: Callable[..., Any] | None = None,
-                 model_dir: str | None = None,
-                 config: config_lib.RunConfig | None = None,
-                 params: dict[str, Any] | None = None,
-                 use_tpu: bool = True,
-                 train_batch_size: int | None = None,
-                 eval_batch_size: int | None = None,
-                 predict_batch_size: int | None = None,
-                 batch_axis: Any = None,
-                 eval_on_tpu: bool = True,
-                 export_to_tpu: bool = True,
-                 export_to_cpu: bool = True,
-                 warm_start_from: Any = None,
-                 embedding_config_spec: Any = None,
-                 export_saved_model_api_version: Any = None) -> None:
+    def __init__(self, model_fn: Callable[..., Any], model_dir: str | None = None,
+                 config: config_lib.RunConfig | None = None, params: dict[str, Any] | None = None,
+                 warm_start_from: Any = None) -> None:
         keras_env.check_legacy_keras()
-        if config is None or not isinstance(config, config_lib.RunConfig):
+        if config is None:
+            config = config_lib.RunConfig()
+            logging.legacy_info("Using default config.")
+        if not isinstance(config, config_lib.RunConfig):
             raise ValueError(
-                "`config` must be provided with type `tpu_config.RunConfig`; received "
-                f"{type(config).__name__}. Pass `config=tpu_estimator_compat.RunConfig(...)`.")
-        if params is not None and not (isinstance(params, dict)
-                                       or hasattr(params, "set_hparam")):
-            raise ValueError(f"`params` must be a dict, an HParams or None; received "
-                             f"{type(params).__name__}.")
-        if params is not None and any(k in params for k in _RESERVED_PARAMS_KEYS):
-            raise ValueError(
-                f"{list(_RESERVED_PARAMS_KEYS)} are reserved keys but existed in params "
-                f"{params}. Remove them: TPUEstimator sets params['batch_size'] itself from "
-                "train_batch_size/eval_batch_size/predict_batch_size.")
-        if model_fn is None or not callable(model_fn):
-            raise ValueError(f"`model_fn` must be callable; received {model_fn!r}.")
-        replica_step.check_model_fn_signature(model_fn)
-        if use_tpu:
-            if train_batch_size is None:
-                raise ValueError(
-                    "`train_batch_size` cannot be `None` when use_tpu=True. Pass the global "
-                    "batch size, e.g. TPUEstimator(..., train_batch_size=1024).")
-            _check_positive_int(train_batch_size, "train_batch_size")
-        for name, value in (("train_batch_size", train_batch_size),
-                            ("eval_batch_size", eval_batch_size),
-                            ("predict_batch_size", predict_batch_size)):
-            if value is not None:
-                _check_positive_int(value, name)
-        self._embedding = None
-        if embedding_config_spec is not None:
-            embedding_config_lib.check_estimator_arguments(
-                embedding_config_spec, use_tpu=use_tpu, eval_on_tpu=eval_on_tpu,
-                tpu_config=config.tpu_config)
-            if use_tpu:  # use_tpu=False: the columns are ordinary columns, as in legacy.
-                self._embedding = embedding_lib.EmbeddingEngine(
-                    embedding_config_lib.EmbeddingConfig.from_spec(embedding_config_spec),
-                    eval_on_tpu=eval_on_tpu)
+                f"config must be an instance of `RunConfig`, but provided {config!r}. Pass "
+                "`tf.estimator.RunConfig(...)`.")
+        if model_fn is None:
+            raise ValueError("model_fn must be provided to Estimator.")
+        _check_model_fn_signature(model_fn, params)
+        self._setup(model_fn=model_fn, model_dir=model_dir, config=config, params=params,
+                    use_tpu=False, batch_sizes=(None, None, None), eval_on_tpu=False,
+                    warm_start_from=warm_start_from, batch_axis=None, plain=True)
+
+    def _setup(self, *, model_fn: Callable[..., Any], model_dir: str | None,
+               config: config_lib.RunConfig, params: Any, use_tpu: bool,
+               batch_sizes: tuple[int | None, int | None, int | None], eval_on_tpu: bool,
+               warm_start_from: Any, batch_axis: Any, embedding: Any = None,
+               plain: bool = False) -> None:
+        """The state both estimators keep, and the TF patches their runs need."""
+        self._embedding = embedding
+        self._plain = plain
         self._model_dir = config_lib.validate_model_dir(model_dir, config)
         self._config = config.replace(model_dir=self._model_dir)
         # Kept as given (a deep copy), as legacy: a dict subclass or HParams reaches
@@ -125,8 +135,8 @@ class TPUEstimator:
         self._params = context_lib.copy_params(params)
         self._model_fn = model_fn
         self._use_tpu = bool(use_tpu)
-        self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
-                             ModeKeys.PREDICT: predict_batch_size}
+        self._batch_sizes = dict(zip((ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT),
+                                     batch_sizes))
         self._eval_on_tpu = eval_on_tpu
         self._warm_start_from = warm_start_from
         self._batch_axis = pad_lib.check_batch_axis(batch_axis)
@@ -137,6 +147,10 @@ class TPUEstimator:
         tf_slim_support.install()  # model_fns call tf-slim (contrib.layers) directly too.
         tf1_names.install()
         v1_file_writer.install()  # Host eval loops write Summary protos with eager on.
+
+    def eval_dir(self, name: str | None = None) -> str:
+        """Where evaluate(name=...) writes its events, as legacy named it."""
+        return os.path.join(self._model_dir, "eval" if not name else "eval_" + name)
 
     # ------------------------------------------------------------------------------------
     # Legacy read-only properties.
@@ -225,6 +239,10 @@ class TPUEstimator:
                 ModeKeys.PREDICT: "predict_batch_size"}[mode]
         pipeline = self._config.tpu_config.effective_input_pipeline(mode == ModeKeys.TRAIN)
         num_hosts = cluster_lib.num_hosts(strategy)
+        if self._plain:  # input_fn's batches are the batches (per replica when distributed).
+            return context_lib.BatchPlan(None, None, None, pipeline,
+                                         strategy.num_replicas_in_sync, num_hosts, None,
+                                         plain=True)
         return context_lib.plan_batches(
             global_batch_size=self._batch_sizes[mode], batch_name=name,
             num_replicas=strategy.num_replicas_in_sync, num_hosts=num_hosts,
@@ -244,7 +262,7 @@ class TPUEstimator:
     @eager_scope.eager_entry_point
     def train(self, input_fn: Callable[..., Any], hooks: Sequence[Any] | None = None,
               steps: int | None = None, max_steps: int | None = None,
-              saving_listeners: Sequence[Any] | None = None) -> "TPUEstimator":
+              saving_listeners: Sequence[Any] | None = None) -> "Estimator":
         """Trains `steps` more steps, or up to global step `max_steps` (legacy semantics)."""
         _validate_steps(steps, max_steps, use_tpu=self._use_tpu)
         hooks_lib.check_supported(list(hooks or ()), tensors_per_step=not self._use_tpu)
@@ -257,7 +275,7 @@ class TPUEstimator:
 
     def _train(self, runtime: runtime_lib.Runtime, input_fn: Callable[..., Any],
                hooks: Sequence[Any] | None, steps: int | None, max_steps: int | None,
-               saving_listeners: Sequence[Any] | None) -> "TPUEstimator":
+               saving_listeners: Sequence[Any] | None) -> "Estimator":
         # The workers of a cluster start from the step the chief sees, or they would disagree
         # on the target and wait forever for each other at the end.
         start_step = cluster_lib.from_chief(runtime.strategy, _step_of_latest(self._model_dir))
@@ -398,12 +416,82 @@ class TPUEstimator:
                          "plan": self._plan(mode, runtime.strategy), "checkpoint": checkpoint}
 
     def _iterations_per_loop(self) -> int:
+        if self._plain:
+            return 1  # Legacy Estimator ran one step per session.run.
         parsed = self._config.tpu_config.parsed_iterations_per_loop
         if parsed.unit != "count":
             raise NotImplementedError(
                 f"`iterations_per_loop` in seconds ({parsed.value}{parsed.unit}) is not "
                 "supported; give a step count, e.g. iterations_per_loop=100.")
         return parsed.value
+
+
+class TPUEstimator(Estimator):
+    """Legacy `tf.compat.v1.estimator.tpu.TPUEstimator`, running on TF2 tf.distribute.
+
+    Args mirror the legacy constructor. With `use_tpu=True` the job runs on a TPU when one
+    is reachable, else on local GPUs or split CPU devices, else on the CPU (see
+    `session/strategy.py`); with `use_tpu=False` it runs on the CPU as legacy did.
+    """
+
+    def __init__(self,
+                 model_fn: Callable[..., Any] | None = None,
+                 model_dir: str | None = None,
+                 config: config_lib.RunConfig | None = None,
+                 params: dict[str, Any] | None = None,
+                 use_tpu: bool = True,
+                 train_batch_size: int | None = None,
+                 eval_batch_size: int | None = None,
+                 predict_batch_size: int | None = None,
+                 batch_axis: Any = None,
+                 eval_on_tpu: bool = True,
+                 export_to_tpu: bool = True,
+                 export_to_cpu: bool = True,
+                 warm_start_from: Any = None,
+                 embedding_config_spec: Any = None,
+                 export_saved_model_api_version: Any = None) -> None:
+        keras_env.check_legacy_keras()
+        if config is None or not isinstance(config, config_lib.RunConfig):
+            raise ValueError(
+                "`config` must be provided with type `tpu_config.RunConfig`; received "
+                f"{type(config).__name__}. Pass `config=tpu_estimator_compat.RunConfig(...)`.")
+        if params is not None and not (isinstance(params, dict)
+                                       or hasattr(params, "set_hparam")):
+            raise ValueError(f"`params` must be a dict, an HParams or None; received "
+                             f"{type(params).__name__}.")
+        if params is not None and any(k in params for k in _RESERVED_PARAMS_KEYS):
+            raise ValueError(
+                f"{list(_RESERVED_PARAMS_KEYS)} are reserved keys but existed in params "
+                f"{params}. Remove them: TPUEstimator sets params['batch_size'] itself from "
+                "train_batch_size/eval_batch_size/predict_batch_size.")
+        if model_fn is None or not callable(model_fn):
+            raise ValueError(f"`model_fn` must be callable; received {model_fn!r}.")
+        replica_step.check_model_fn_signature(model_fn)
+        if use_tpu:
+            if train_batch_size is None:
+                raise ValueError(
+                    "`train_batch_size` cannot be `None` when use_tpu=True. Pass the global "
+                    "batch size, e.g. TPUEstimator(..., train_batch_size=1024).")
+            _check_positive_int(train_batch_size, "train_batch_size")
+        for name, value in (("train_batch_size", train_batch_size),
+                            ("eval_batch_size", eval_batch_size),
+                            ("predict_batch_size", predict_batch_size)):
+            if value is not None:
+                _check_positive_int(value, name)
+        embedding = None
+        if embedding_config_spec is not None:
+            embedding_config_lib.check_estimator_arguments(
+                embedding_config_spec, use_tpu=use_tpu, eval_on_tpu=eval_on_tpu,
+                tpu_config=config.tpu_config)
+            if use_tpu:  # use_tpu=False: the columns are ordinary columns, as in legacy.
+                embedding = embedding_lib.EmbeddingEngine(
+                    embedding_config_lib.EmbeddingConfig.from_spec(embedding_config_spec),
+                    eval_on_tpu=eval_on_tpu)
+        self._setup(model_fn=model_fn, model_dir=model_dir, config=config, params=params,
+                    use_tpu=use_tpu, batch_sizes=(train_batch_size, eval_batch_size,
+                                                  predict_batch_size),
+                    eval_on_tpu=eval_on_tpu, warm_start_from=warm_start_from,
+                    batch_axis=batch_axis, embedding=embedding)
 
 
 def _call_for_export(caller: replica_step.ModelFnCaller, features: Any, labels: Any,

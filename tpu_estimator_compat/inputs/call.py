@@ -46,8 +46,15 @@ def call_input_fn(input_fn: Callable[..., Any], *, params: dict[str, Any], confi
     `on_host_read` is called if input_fn can know its host: it reads
     `params['context']`'s host, or takes `input_context` or `config` (which has `task_id`).
     """
-    check_input_fn_signature(input_fn)
     args = _accepted_args(input_fn)
+    if plan.plain:  # Legacy Estimator: each argument only if input_fn takes it.
+        kwargs = {name: value for name, value in (
+            ("params", copy_params(params)), ("config", config), ("mode", mode),
+            ("input_context", input_context)) if name in args}
+        if on_host_read is not None and args & {"input_context", "config"}:
+            on_host_read()
+        return input_fn(**kwargs)
+    check_input_fn_signature(input_fn)
     params = copy_params(params)
     if plan.for_input_fn is not None:
         set_param(params, BATCH_SIZE_KEY, plan.for_input_fn)

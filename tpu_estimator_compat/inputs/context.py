@@ -75,6 +75,9 @@ class BatchPlan:
     num_replicas: int
     num_hosts: int
     rebatch_to: int | None  # PER_HOST_V1: split each host batch into per-replica batches.
+    # Legacy plain `Estimator`'s calling convention: input_fn and model_fn get `params` only
+    # when they take it, with no batch_size/use_tpu/context keys (TPUEstimator required it).
+    plain: bool = False
 
 
 def plan_batches(*, global_batch_size: int | None, batch_name: str, num_replicas: int,

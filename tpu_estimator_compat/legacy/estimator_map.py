@@ -48,20 +48,19 @@ TPU_NAMES = ("InputPipelineConfig", "RunConfig", "TPUConfig", "TPUEstimator", "T
 TRAINING_NAMES = ("train_and_evaluate", "TrainSpec", "EvalSpec", "LatestExporter",
                   "BestExporter")  # All in api/train_and_eval.py.
 # The other names of `tf.estimator` this library serves (estimator_names.py says from where).
-TOP_NAMES = ("ModeKeys", "EstimatorSpec", "RunConfig", "Exporter", "VocabInfo",
+TOP_NAMES = ("Estimator", "ModeKeys", "EstimatorSpec", "RunConfig", "Exporter", "VocabInfo",
              "WarmStartSettings")
 EMBEDDING_NAMES = ("EmbeddingConfigSpec",)  # `tf.estimator.tpu.experimental`.
 
 ESTIMATOR_HINT = (
-    "tpu_estimator_compat re-implements TPUEstimator only: the plain `Estimator` and the "
-    "canned estimators are not provided. Run a plain model_fn with "
-    "`tf.estimator.tpu.TPUEstimator(..., use_tpu=False)`.")
+    "tpu_estimator_compat runs `Estimator` and `TPUEstimator`: the canned estimators are not "
+    "provided yet. Run a plain model_fn with `tf.estimator.Estimator(model_fn=...)`.")
 TPU_HINT = ("Only TPUEstimator, TPUEstimatorSpec, RunConfig, TPUConfig and "
             "InputPipelineConfig are provided.")
 
 _MODEL_FN_HINT = (
     "Write the model as a model_fn (tf.compat.v1.layers or tf.keras layers inside it) and run "
-    "it with `tf.estimator.tpu.TPUEstimator(model_fn=..., use_tpu=False)`.")
+    "it with `tf.estimator.Estimator(model_fn=...)`.")
 _INPUT_HINT = ("Return a `tf.data.Dataset` from your input_fn instead (e.g. "
                "`tf.data.Dataset.from_tensor_slices((features, labels)).batch(n)`).")
 _HOOK_HINT = ("Stop training with `max_steps`/`steps`, or write a "
@@ -73,7 +72,7 @@ _FEATURE_HINT = "Build the parse spec with `tf.compat.v1.feature_column.make_par
 UNAVAILABLE_CLASSES: dict[str, dict[str, str]] = {
     "": {
         **{name: _MODEL_FN_HINT for name in (
-            "Estimator", "BaselineClassifier", "BaselineEstimator", "BaselineRegressor",
+            "BaselineClassifier", "BaselineEstimator", "BaselineRegressor",
             "DNNClassifier", "DNNEstimator", "DNNRegressor", "DNNLinearCombinedClassifier",
             "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor", "LinearClassifier",
             "LinearEstimator", "LinearRegressor", "Head", "BinaryClassHead",
@@ -201,7 +200,7 @@ PRIVATE_EMBEDDING_NAMES = {
 # Private helpers real code called through the private module paths, by module
 # (`import_hook.py` defines them).
 PRIVATE_HELPER_NAMES = {
-    "estimator": ("_load_global_step_from_checkpoint_dir",),
+    "estimator": ("_load_global_step_from_checkpoint_dir", "EstimatorV2"),
     "tpu.tpu_estimator": ("ExportSavedModelApiVersion",),
 }
 # Where a private module's public names are looked up, in order (legacy private modules

@@ -2,7 +2,7 @@
 
 `build_estimator_namespace()` maps every public name (the table is `estimator_map.py`, data
 that tools read without TensorFlow) of tensorflow-estimator 2.15.0's
-`tf.estimator` / `tf.compat.v1.estimator` onto this library (TPUEstimator, its specs and
+`tf.estimator` / `tf.compat.v1.estimator` onto this library (`Estimator`, TPUEstimator, their specs and
 configuration, train_and_evaluate, the export receivers), onto TensorFlow (the v1 session
 hooks) or onto a placeholder that raises with a hint when used (the canned estimators this
 library does not run). `legacy/aliases.py` installs it; the import hook serves it under module
@@ -71,6 +71,7 @@ def build_estimator_namespace() -> AliasNamespace:
                                   for name in estimator_map.EXPORT_NAMES}),
         "experimental": _sub_namespace("experimental", "Legacy experimental estimators.", {}),
         "inputs": _sub_namespace("inputs", "Legacy numpy/pandas input_fns.", {}),
+        "Estimator": estimator_lib.Estimator,
         "ModeKeys": spec_lib.ModeKeys,
         "EstimatorSpec": spec_lib.EstimatorSpec,
         "RunConfig": config_lib.RunConfig,

@@ -102,6 +102,8 @@ def _private_members(relative: str) -> dict[str, Any]:
     re-exported the embedding spec and three parameter classes."""
     helpers = {"_load_global_step_from_checkpoint_dir": _load_global_step_from_checkpoint_dir,
                "ExportSavedModelApiVersion": ExportSavedModelApiVersion}
+    if "EstimatorV2" in estimator_map.PRIVATE_HELPER_NAMES.get(relative, ()):
+        helpers["EstimatorV2"] = _estimator().Estimator  # Legacy's name of the TF2 class.
     members = _tpu_embedding_names(estimator_map.PRIVATE_EMBEDDING_NAMES.get(relative, ()))
     members.update({name: helpers[name]
                     for name in estimator_map.PRIVATE_HELPER_NAMES.get(relative, ())})

@@ -53,4 +53,5 @@ def model_fn_caller(model_fn: Callable[..., Any], params: Any, config: config_li
         return context_lib.TPUContext(None, plan, mode)
 
     return replica_step.ModelFnCaller(model_fn, params, config, use_tpu, context_factory,
-                                      embedding=embedding, summary_writers=summary_writers)
+                                      embedding=embedding, summary_writers=summary_writers,
+                                      plain=plan.plain)

@@ -402,3 +402,17 @@ def _take_writes(window: _Window, replica: int, apply: Callable[[], Any]) -> Any
     with variables_lib.routed_writes(route):
         return apply()
 
+
+
+def inference_apply_gradients(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Builds the `Optimizer.apply_gradients` of patch
+    `optimizer_apply.inference_apply_gradients`, in place while model_fn builds an EVAL or
+    PREDICT step: the train_op is a no-op, as legacy never ran it outside TRAIN."""
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None,
+                        skip_gradients_aggregation=False):
+        del self, grads_and_vars, global_step, skip_gradients_aggregation
+        return tf.no_op(name=name or "train_op_not_run")
+
+    apply_gradients.__doc__ = original.__doc__
+    return apply_gradients

@@ -80,6 +80,9 @@ class ModelFnCaller:
     embedding: Any = None
     # `summaries.ModelFnWriters`: the summary writers model_fn creates (SimCLR's idiom).
     summary_writers: Any = None
+    # Legacy plain `Estimator` (`BatchPlan.plain`): `params` only when model_fn takes it,
+    # without the keys TPUEstimator added, and an `EstimatorSpec` required back.
+    plain: bool = False
     # model_fn's owner as it was before the first replica's call, per traced graph.
     _owners: "ReplicaOwners" = dataclasses.field(default_factory=lambda: ReplicaOwners(),
                                                  compare=False, repr=False)
@@ -98,21 +101,18 @@ class ModelFnCaller:
             kwargs["mode"] = mode
         if "config" in args:
             kwargs["config"] = copy.deepcopy(self.config)
-        params = copy_params(self.params)
-        if batch_size is not None:
-            set_param(params, BATCH_SIZE_KEY, batch_size)
-        # Legacy export built a CPU graph: no batch_size, and use_tpu False.
-        set_param(params, USE_TPU_KEY, self.use_tpu and not export_mode)
-        if self.use_tpu and not export_mode and self.context_factory is not None:
-            set_param(params, CONTEXT_KEY, self.context_factory(mode))
-        kwargs["params"] = params
+        if not self.plain:
+            kwargs["params"] = self._tpu_params(mode, batch_size, export_mode)
+        elif "params" in args:
+            kwargs["params"] = copy_params(self.params)
 
         model_fn = self._owners.model_fn_for_this_replica(self.model_fn)
 
         def call(features: Any) -> Any:
             result = model_fn(features=features, **kwargs)
             spec_lib.validate_spec_type(
-                result, mode, require_tpu_spec=self.use_tpu and not export_mode)
+                result, mode, require_tpu_spec=self.use_tpu and not export_mode,
+                plain_estimator=self.plain)
             return result
 
         # Keras and TF1 code in model_fn see the TF1 graph legacy built it in; with use_tpu,
@@ -125,7 +125,10 @@ class ModelFnCaller:
         # A Saver model_fn builds (`Scaffold(saver=Saver(ema.variables_to_restore()))`, or
         # `Saver(max_to_keep=...)`) is recorded, not built: its restore ops would run at
         # every step of the traced function. Its var_list and retention are honoured.
-        with keras_env.tf1_graph_keras(), shards, writers, \
+        # Outside TRAIN a train_op model_fn builds anyway must not run (legacy never ran it).
+        no_train = (_tf_patches.applied("optimizer_apply.inference_apply_gradients")
+                    if mode != ModeKeys.TRAIN else contextlib.nullcontext())
+        with keras_env.tf1_graph_keras(), shards, writers, no_train, \
                 _tf_patches.applied("warm_start.Saver"):
             if (self.embedding is not None and self.use_tpu and not export_mode
                     and self.embedding.applies_to(mode)):
@@ -134,6 +137,17 @@ class ModelFnCaller:
                     spec = call(step.features)
                 return self.embedding.after_model_fn(step, spec)
             return call(features)
+
+    def _tpu_params(self, mode: str, batch_size: int | None, export_mode: bool) -> Any:
+        """A copy of `params` with the keys legacy TPUEstimator set in it."""
+        params = copy_params(self.params)
+        if batch_size is not None:
+            set_param(params, BATCH_SIZE_KEY, batch_size)
+        # Legacy export built a CPU graph: no batch_size, and use_tpu False.
+        set_param(params, USE_TPU_KEY, self.use_tpu and not export_mode)
+        if self.use_tpu and not export_mode and self.context_factory is not None:
+            set_param(params, CONTEXT_KEY, self.context_factory(mode))
+        return params
 
 
 class ReplicaOwners:
@@ -432,6 +446,9 @@ class TraceRecord:
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
                       ModeKeys.PREDICT: "prediction_hooks"}[spec.mode]
         self.hooks = tuple(getattr(spec, mode_hooks, None) or ())
+        if spec.mode == ModeKeys.TRAIN and cluster.is_chief(tf.distribute.get_strategy()):
+            # Only a plain Estimator's spec gets here with them: legacy ran them on the chief.
+            self.hooks += tuple(getattr(spec, "training_chief_hooks", None) or ())
 
     @staticmethod
     def host_call_tensors(spec: Any) -> Any:
