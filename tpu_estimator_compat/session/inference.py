@@ -576,9 +576,11 @@ def _host_metrics(record: Any, specs: Any, replicas: int) -> metrics_lib.HostMet
         except metrics_lib.ModelFnObjectsError:
             raise
         except Exception:  # The unknown axis does not help: report the first failure.
-            raise e from None
-        logging.info("metric_fn fails on a static batch axis (%s); it is built with an "
-                     "unknown one", str(e).splitlines()[0])
+            raise metrics_lib.metric_fn_error(e, record.metric_fn, specs, replicas) from e
+        logging.warning("metric_fn (eval_metrics[0]) fails on a static batch axis of %d "
+                        "replicas' rows (%s: %s); it is built with an unknown one, and "
+                        "every metric is kept", replicas, type(e).__name__,
+                        str(e).splitlines()[0] if str(e) else "")
         return host_metrics
 
 
