@@ -137,6 +137,8 @@ class TPUEstimator:
         tf_slim_support.install()  # model_fns call tf-slim (contrib.layers) directly too.
         tf1_names.install()
         v1_file_writer.install()  # Host eval loops write Summary protos with eager on.
+        if logging.legacy_enabled(logging.INFO):
+            logging.legacy_info("Using config: %s", config_lib.legacy_config_str(self._config))
 
     # ------------------------------------------------------------------------------------
     # Legacy read-only properties.

@@ -203,7 +203,10 @@ def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
         iterator = inputs_lib.iterate(source.dataset)
         loops = _Loops(settings, runtime, plan, mode, on_tpu, padded, source,
                        warm_start_lib.InitPlan())
+        # Legacy called model_fn once per evaluate() or predict(), building its graph.
+        logging.legacy_info("Calling model_fn.")
         built = _build_loop(loops, iterator)
+        logging.legacy_info("Done calling model_fn.")
         started = _start(mode)
         _restore(runtime, built.record, checkpoint, loops.init_plan)
     loop_steps, first_loop = _loop_sizes(settings, runtime, plan, mode, on_tpu,
