@@ -487,3 +487,32 @@ def test_bad_metric_fn_raises_error_naming_eval_metrics_and_the_fix(tmp_path, st
     assert re.search(r"'float32\[(64|None), 10\]'", message), message
     assert "Fix metric_fn" in message
     assert "AddV2" in message  # The original error is kept.
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "InferenceLoop.trace traces the step in a probe (to learn its outputs before the loop's "
+    "TensorArrays exist) and again in the loop: model_fn runs twice per replica. Sharing "
+    "one nested tf.function between them breaks a merge_call in model_fn on "
+    "MirroredStrategy (an unfed placeholder)."))
+@pytest.mark.parametrize("use_tpu", [True, False])
+def test_evaluate_and_predict_call_model_fn_once_per_replica(tmp_path, strategy, use_tpu):
+    """Legacy called model_fn once per evaluate() or predict() (once per TPU shard's
+    trace); the step should be traced once, not once to learn its outputs and again in the
+    loop."""
+    calls = []
+
+    def model_fn(features, labels, mode, params):
+        calls.append(mode)
+        return models.linear_full_model_fn(features, labels, mode, params)
+
+    est = make_estimator(tmp_path, strategy, model_fn, use_tpu=use_tpu)
+    est.train(models.digits_input_fn(512, flat=True), max_steps=1)
+    replicas = strategy.num_replicas_in_sync  # (eval_distribute is the strategy.)
+    del calls[:]
+    results = est.evaluate(eval_input_fn())
+    assert calls == ["eval"] * replicas
+    logits, y = numpy_logits(est)
+    assert results["accuracy"] == np.float32(np.sum(np.argmax(logits, 1) == y) / N_EVAL)
+    del calls[:]
+    assert len(list(est.predict(eval_input_fn(with_labels=False)))) == N_EVAL
+    assert calls == ["infer"] * replicas
