@@ -666,3 +666,32 @@ def test_peer_timeout_from_argument_environment_or_engine_default(monkeypatch):
     with pytest.raises(ValueError, match=r"^`peer_timeout_secs` should be > 0, got 0\. Use a "
                                          r"positive number of seconds"):
         cfg.RunConfig(peer_timeout_secs=0)
+
+
+# `Using config: ...` as legacy TPUEstimator (TF 2.15.1, tensorflow-estimator 2.15.0) logged
+# it for this config, recorded with tests/scripts/logging/tiny_tpu_estimator.py run by
+# .venv-legacy/bin/python (model_dir renamed).
+LEGACY_CONFIG_LINE = (
+    "{'_model_dir': '/tmp/model', '_tf_random_seed': None, '_save_summary_steps': 100"
+    ", '_save_checkpoints_steps': 3, '_save_checkpoints_secs': None, '_session_config"
+    "': allow_soft_placement: true\ngraph_options {\n  rewrite_options {\n    meta_optim"
+    "izer_iterations: ONE\n  }\n}\n, '_keep_checkpoint_max': 5, '_keep_checkpoint_every_"
+    "n_hours': 10000, '_log_step_count_steps': None, '_train_distribute': None, '_dev"
+    "ice_fn': None, '_protocol': None, '_eval_distribute': None, '_experimental_distr"
+    "ibute': None, '_experimental_max_worker_delay_secs': None, '_session_creation_ti"
+    "meout_secs': 7200, '_checkpoint_save_graph_def': True, '_service': None, '_clust"
+    "er_spec': ClusterSpec({}), '_task_type': 'worker', '_task_id': 0, '_global_id_in"
+    "_cluster': 0, '_master': '', '_evaluation_master': '', '_is_chief': True, '_num_"
+    "ps_replicas': 0, '_num_worker_replicas': 1, '_tpu_config': TPUConfig(iterations_"
+    'per_loop=2, num_shards=None, num_cores_per_replica=None, per_host_input_for_trai'
+    'ning=2, tpu_job_name=None, initial_infeed_sleep_secs=None, input_partition_dims='
+    'None, eval_training_input_configuration=2, experimental_host_call_every_n_steps='
+    '1, experimental_allow_per_host_v2_parallel_get_next=False, experimental_feed_hoo'
+    "k=None), '_cluster': None}"
+)
+
+
+def test_legacy_config_str_is_legacys_using_config_line():
+    config = RunConfig(model_dir="/tmp/model", save_checkpoints_steps=3, log_step_count_steps=2,
+                       tpu_config=TPUConfig(iterations_per_loop=2))
+    assert cfg.legacy_config_str(config) == LEGACY_CONFIG_LINE

@@ -8,6 +8,7 @@ are loaded in a fresh process that never imports the shim.
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -463,3 +464,61 @@ def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
     est = make_estimator(tmp_path, make_strategy(strategy_name), wide_model_fn, ipl=1,
                          use_tpu=False)
     assert loop_sizes("eval", repeats=1) == [2, 2, 1]  # 5 batches.
+
+
+@pytest.mark.parametrize("use_tpu", [True, False])
+def test_bad_metric_fn_raises_error_naming_eval_metrics_and_the_fix(tmp_path, strategy,
+                                                                     use_tpu):
+    """A metric_fn that raises TypeError is reported with the tensors it got and the fix,
+    on the host (use_tpu or several replicas) and in the step (one device, use_tpu=False);
+    its metrics are never dropped."""
+    def model_fn(features, labels, mode, params):
+        spec = models.linear_full_model_fn(features, labels, mode, params)
+        if mode != "eval":
+            return spec
+
+        def bad_metric_fn(labels, logits):
+            return {"acc": v1.metrics.accuracy(labels, tf.argmax(logits, 1) + "x")}
+
+        return TPUEstimatorSpec(mode, loss=spec.loss,
+                                eval_metrics=(bad_metric_fn, spec.eval_metrics[1]))
+
+    est = make_estimator(tmp_path, strategy, model_fn, use_tpu=use_tpu)
+    est.train(models.digits_input_fn(512, flat=True), max_steps=1)
+    with pytest.raises(TypeError) as raised:
+        est.evaluate(eval_input_fn())
+    message = str(raised.value)
+    assert "eval_metrics: metric_fn 'bad_metric_fn' (eval_metrics[0])" in message
+    # The logits' dtype and shape ([None, 10] on the CPU path: its last batch is partial).
+    assert re.search(r"'float32\[(64|None), 10\]'", message), message
+    assert "Fix metric_fn" in message
+    assert "AddV2" in message  # The original error is kept.
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "InferenceLoop.trace traces the step in a probe (to learn its outputs before the loop's "
+    "TensorArrays exist) and again in the loop: model_fn runs twice per replica. Sharing "
+    "one nested tf.function between them breaks a merge_call in model_fn on "
+    "MirroredStrategy (an unfed placeholder)."))
+@pytest.mark.parametrize("use_tpu", [True, False])
+def test_evaluate_and_predict_call_model_fn_once_per_replica(tmp_path, strategy, use_tpu):
+    """Legacy called model_fn once per evaluate() or predict() (once per TPU shard's
+    trace); the step should be traced once, not once to learn its outputs and again in the
+    loop."""
+    calls = []
+
+    def model_fn(features, labels, mode, params):
+        calls.append(mode)
+        return models.linear_full_model_fn(features, labels, mode, params)
+
+    est = make_estimator(tmp_path, strategy, model_fn, use_tpu=use_tpu)
+    est.train(models.digits_input_fn(512, flat=True), max_steps=1)
+    replicas = strategy.num_replicas_in_sync  # (eval_distribute is the strategy.)
+    del calls[:]
+    results = est.evaluate(eval_input_fn())
+    assert calls == ["eval"] * replicas
+    logits, y = numpy_logits(est)
+    assert results["accuracy"] == np.float32(np.sum(np.argmax(logits, 1) == y) / N_EVAL)
+    del calls[:]
+    assert len(list(est.predict(eval_input_fn(with_labels=False)))) == N_EVAL
+    assert calls == ["infer"] * replicas

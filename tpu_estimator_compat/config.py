@@ -543,3 +543,32 @@ def validate_model_dir(constructor_model_dir: str | os.PathLike | None,
     model_dir = tempfile.mkdtemp()
     logging.legacy_warning("Using temporary folder as model directory: %s", model_dir)
     return model_dir
+
+
+# RunConfig's attributes in the order legacy's `vars(config)` listed them, as its
+# Estimator printed them in `Using config: {...}` (run_config.py set them in this order).
+_LEGACY_CONFIG_KEYS = (
+        "_model_dir", "_tf_random_seed", "_save_summary_steps", "_save_checkpoints_steps",
+        "_save_checkpoints_secs", "_session_config", "_keep_checkpoint_max",
+        "_keep_checkpoint_every_n_hours", "_log_step_count_steps", "_train_distribute",
+        "_device_fn", "_protocol", "_eval_distribute", "_experimental_distribute",
+        "_experimental_max_worker_delay_secs", "_session_creation_timeout_secs",
+        "_checkpoint_save_graph_def", "_service", "_cluster_spec", "_task_type", "_task_id",
+        "_global_id_in_cluster", "_master", "_evaluation_master", "_is_chief",
+        "_num_ps_replicas", "_num_worker_replicas", "_tpu_config", "_cluster")
+
+
+def legacy_config_str(config: RunConfig) -> str:
+    """`str(vars(config))` as legacy TPUEstimator logged it in `Using config: ...`.
+
+    Legacy's keys in legacy's order (this RunConfig's own additions left out), the session
+    config legacy's RunConfig made when none was given (soft placement, one meta-optimizer
+    pass), and `_log_step_count_steps` None: TPUEstimator cleared it, logging steps with
+    hooks of its own.
+    """
+    values = dict(vars(config), _log_step_count_steps=None)
+    if values.get("_session_config") is None:
+        session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+        session_config.graph_options.rewrite_options.meta_optimizer_iterations = 1  # ONE
+        values["_session_config"] = session_config
+    return str({key: values.get(key) for key in _LEGACY_CONFIG_KEYS})

@@ -64,6 +64,8 @@ PROGRESS_MESSAGES = (
     "Saving 'checkpoint_path' summary for global step ", "Restoring parameters from ",
     "Skipping training since max_steps has already saved.",
     "Could not find trained model in model_dir",
+    "Using config: ", "Calling model_fn.", "Done calling model_fn.",
+    "Create CheckpointSaverHook.", "Calling checkpoint listeners ",
 )
 LAUNCHER_MESSAGES = ("TF1 mode: ",)
 

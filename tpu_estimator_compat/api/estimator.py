@@ -147,6 +147,8 @@ class Estimator:
         tf_slim_support.install()  # model_fns call tf-slim (contrib.layers) directly too.
         tf1_names.install()
         v1_file_writer.install()  # Host eval loops write Summary protos with eager on.
+        if logging.legacy_enabled(logging.INFO):
+            logging.legacy_info("Using config: %s", config_lib.legacy_config_str(self._config))
 
     def eval_dir(self, name: str | None = None) -> str:
         """Where evaluate(name=...) writes its events, as legacy named it."""

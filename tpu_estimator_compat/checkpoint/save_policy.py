@@ -41,7 +41,7 @@ class SavePolicy:
                  listeners: Iterable[Any] = (),
                  agree: Callable[[bool], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 per_step: bool = False) -> None:
+                 per_step: bool = False, announce: bool = False) -> None:
         """Configures the policy.
 
         Args:
@@ -53,6 +53,8 @@ class SavePolicy:
             clock: Seconds from an arbitrary origin.
             per_step: Step-based saves fall due on a step, not a loop end (legacy's CPU
                 path): loops end where a save is due.
+            announce: Log legacy's saver hook lines around each save (`Calling checkpoint
+                listeners before/after saving checkpoint N...`), as the chief's hook did.
 
         Raises:
             ValueError: both given, or a negative value.
@@ -76,6 +78,7 @@ class SavePolicy:
         self._agree = agree
         self._clock = clock
         self._per_step = per_step
+        self._announce = announce
         self._last_step: int | None = None
         self._last_time: float | None = None
         self.stop_requested = False
@@ -121,11 +124,17 @@ class SavePolicy:
         return bool(self._agree(due)) if self._agree is not None else due
 
     def save(self, step: int) -> str:
+        if self._announce:
+            logging.legacy_info("Calling checkpoint listeners before saving checkpoint %d...",
+                                step)
         for listener in self._listeners:
             listener.before_save(None, step)
         path = self._writer.save(step)
         self._last_step = int(step)
         self._last_time = self._clock()
+        if self._announce:
+            logging.legacy_info("Calling checkpoint listeners after saving checkpoint %d...",
+                                step)
         for listener in self._listeners:
             if listener.after_save(None, step):
                 logging.info("A CheckpointSaverListener requested a stop.")

@@ -203,7 +203,10 @@ def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
         iterator = inputs_lib.iterate(source.dataset)
         loops = _Loops(settings, runtime, plan, mode, on_tpu, padded, source,
                        warm_start_lib.InitPlan())
+        # Legacy called model_fn once per evaluate() or predict(), building its graph.
+        logging.legacy_info("Calling model_fn.")
         built = _build_loop(loops, iterator)
+        logging.legacy_info("Done calling model_fn.")
         started = _start(mode)
         _restore(runtime, built.record, checkpoint, loops.init_plan)
     loop_steps, first_loop = _loop_sizes(settings, runtime, plan, mode, on_tpu,
@@ -576,9 +579,11 @@ def _host_metrics(record: Any, specs: Any, replicas: int) -> metrics_lib.HostMet
         except metrics_lib.ModelFnObjectsError:
             raise
         except Exception:  # The unknown axis does not help: report the first failure.
-            raise e from None
-        logging.info("metric_fn fails on a static batch axis (%s); it is built with an "
-                     "unknown one", str(e).splitlines()[0])
+            raise metrics_lib.metric_fn_error(e, record.metric_fn, specs, replicas) from e
+        logging.warning("metric_fn (eval_metrics[0]) fails on a static batch axis of %d "
+                        "replicas' rows (%s: %s); it is built with an unknown one, and "
+                        "every metric is kept", replicas, type(e).__name__,
+                        str(e).splitlines()[0] if str(e) else "")
         return host_metrics
 
 

@@ -35,6 +35,11 @@ class RunSettings:
     # `summary.summaries.ModelFnWriters`: the summary writers model_fn creates.
     summary_writers: Any = None
 
+    @property
+    def saves_checkpoints(self) -> bool:
+        """Whether legacy's Estimator made its CheckpointSaverHook (a cadence is set)."""
+        return bool(self.config.save_checkpoints_steps or self.config.save_checkpoints_secs)
+
     def caller(self, plan: context_lib.BatchPlan,
                use_tpu: bool | None = None) -> replica_step.ModelFnCaller:
         """Calls model_fn for batches of `plan`; `use_tpu` overrides the estimator's (False

@@ -68,8 +68,10 @@ class TrainSession:
         iterator, source = self._input(input_fn)
         init_plan = warm_start_lib.InitPlan()
         # Tracing creates the variables; only then can a checkpoint be restored.
+        logging.legacy_info("Calling model_fn.")  # Legacy's, around its graph's build.
         with warm_start_lib.capture_init_from_checkpoint(init_plan):
             train_loop, record = self._train_loop(iterator, source)
+        logging.legacy_info("Done calling model_fn.")
         current = {"loop": train_loop}
 
         def fetch_tensors(tensors: HookTensors) -> None:
@@ -82,6 +84,8 @@ class TrainSession:
             tensors_per_step=not settings.use_tpu, graph=record.model_graph,
             loss_name=record.loss_name, fetch_tensors=fetch_tensors,
             registry=runtime.registry)
+        if not hook_runner.checkpoint_hooks() and settings.saves_checkpoints:
+            logging.legacy_info("Create CheckpointSaverHook.")  # Legacy's default saver hook.
         if parameter_servers.is_parameter_server_strategy(runtime.strategy):
             parameter_servers.log_placement(runtime.registry.by_name())
         if self._checkpoints().restore_latest() is None:
@@ -244,7 +248,7 @@ class TrainSession:
         chief = cluster_lib.is_chief(runtime.strategy)
         return save_policy_lib.SavePolicy(
             writer, save_steps=save_steps, save_secs=save_secs,
-            listeners=listeners if chief else [],
+            listeners=listeners if chief else [], announce=chief,
             agree=cluster_lib.chief_decides(runtime.strategy),
             per_step=not settings.use_tpu)
 

@@ -521,7 +521,47 @@ def build_in_step(metric_fn: Callable[..., Any], tensors: Any) -> dict[str, tf.T
         As `HostMetrics`: TypeError for a result that is not None or a dict of
         `(value, update_op)` pairs or Metric objects, ValueError for a reserved name.
     """
-    return values_after_update(spec_lib.call_host_fn(metric_fn, tensors, "eval_metrics"))
+    try:
+        return values_after_update(spec_lib.call_host_fn(metric_fn, tensors, "eval_metrics"))
+    except (TypeError, ValueError) as e:
+        if uses_another_graph(e):
+            raise  # The caller builds metric_fn elsewhere (`make_metric_update`).
+        specs = tf.nest.map_structure(
+            lambda t: tf.TensorSpec(getattr(t, "shape", None), getattr(t, "dtype", None))
+            if tf.is_tensor(t) else t, tensors)
+        raise metric_fn_error(e, metric_fn, specs, None) from e
+
+
+def metric_fn_error(error: Exception, metric_fn: Any, specs: Any,
+                    replicas: int | None) -> Exception:
+    """`error` (a TypeError or ValueError metric_fn raised), restated: the argument, the
+    tensors metric_fn was given, and the fix; metrics are never dropped silently.
+
+    The same class, so callers' handlers still catch it. `replicas`: how many replicas'
+    rows axis 0 concatenates (`specs` are per replica), None when `specs` are as given.
+    """
+    def described(spec: Any) -> str:
+        if not isinstance(spec, tf.TensorSpec):
+            return repr(spec)
+        dims = shapes_lib.static_dims(spec.shape)
+        if replicas and dims and dims[0] is not None:
+            dims = [dims[0] * replicas] + dims[1:]
+        return f"{spec.dtype.name}{dims if dims is not None else '[unknown rank]'}"
+
+    rows = (f"axis 0 the rows of {replicas} replica(s) concatenated; "
+            if replicas else "")
+    message = (
+        f"eval_metrics: metric_fn {getattr(metric_fn, '__name__', metric_fn)!r} "
+        f"(eval_metrics[0]) raised {type(error).__name__} when called on eval_metrics[1] "
+        f"= {tf.nest.map_structure(described, specs)} (dtype[shape] per tensor; {rows}"
+        f"the error: {str(error).rstrip('.')}). Fix metric_fn so it takes these tensors "
+        "(positionally for a list or tuple, by keyword for a dict) and returns a dict of "
+        "name -> (value, update_op) or tf-keras Metric objects: without it no metric of "
+        "this evaluation can be reported.")
+    try:
+        return type(error)(message)
+    except Exception:  # pylint: disable=broad-except  # A class with another signature.
+        return error
 
 
 def values_after_update(metric_ops: Any) -> dict[str, tf.Tensor]:
