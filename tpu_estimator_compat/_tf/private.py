@@ -612,17 +612,6 @@ def add_control_input(op, source) -> None:
     op._add_control_input(source)  # pylint: disable=protected-access
 
 
-def replace_input(op, index: int, tensor) -> None:
-    """Makes the existing `op` read `tensor` as its input `index`.
-
-    `step/fetched_only.py` points a variable update that evaluation never fetched at a
-    scratch copy: the function's automatic control dependencies run every stateful op it
-    holds, and an op cannot be removed from a graph. No public API rewires an op's input
-    (tensorflow/python/framework/ops.py: Operation._update_input).
-    """
-    op._update_input(index, tensor)  # pylint: disable=protected-access
-
-
 # `tf.contrib.framework` re-exported TensorFlow's deprecation decorators and name-scope helpers
 # (TF 1.15 contrib/framework/__init__.py and its python/framework package). TF 2.21 still
 # defines them, with the same signatures, but only in private modules

@@ -28,8 +28,6 @@ from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.loop.plumbing import Dispatch, FixedBatches, empty_batch
 from tpu_estimator_compat.loop.plumbing import gather_replicas, stack_steps
 from tpu_estimator_compat import shapes as shapes_lib
-from tpu_estimator_compat import log as logging
-from tpu_estimator_compat.step import fetched_only
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,17 +260,8 @@ class InferenceLoop:
         """One step, as the host sees it: every replica's leaves gathered, replica 0's
         per-step values, the step's mask and row count, and its global loss."""
         strategy = self._strategy
-        graph = tf.compat.v1.get_default_graph()
-        since = len(graph.get_operations())
         out = strategy.run(self._loop_replica_fn, args=(features, labels, mask))
-        replicas = strategy.experimental_local_results(out)
-        kept = fetched_only.keep_variables(
-            graph, since, tf.nest.flatten(list(replicas), expand_composites=True))
-        if kept:
-            logging.info("Evaluation or prediction step: %d variable update(s) model_fn "
-                         "made that no output depends on (e.g. its train_op) change no "
-                         "variable, as legacy never ran them: %s", len(kept), kept[:4])
-        first = replicas[0]
+        first = strategy.experimental_local_results(out)[0]
         step_mask = gather_replicas(strategy, out["mask"])
         result = {
             "gathered": [gather_replicas(strategy, leaf)
