@@ -183,7 +183,7 @@ class TrainSession:
             runtime.strategy, input_fn, params=settings.params, config=settings.config,
             mode=ModeKeys.TRAIN, plan=plan, use_tpu=settings.use_tpu,
             batch_axis=settings.batch_axis)
-        return inputs_lib.iterate(source.dataset), source
+        return inputs_lib.iterate(source.dataset, runtime.device_generators), source
 
     def _checkpoints(self, scaffold_saver: Any = None) -> checkpoints_lib.CheckpointManager:
         """model_dir's checkpoints, written by the chief, as RunConfig's keep_* settings say,
