@@ -179,19 +179,41 @@ def measure(replicas: int, rounds: int, record: Callable[[dict[str, Any]], None]
                     times.setdefault((name, kind, n), []).append(t)
                     record({"round": r, "side": name, "kind": kind, "steps": n, "seconds": t,
                             "load1": os.getloadavg()[0]})
+    return compute_figures(times)
+
+
+def compute_figures(times: dict[tuple[str, str, int], list[float]]
+                    ) -> dict[str, dict[str, float]]:
+    """{side: figures} from {(side, kind, steps): [seconds of each timed call]}; a side
+    missing a size (a run stopped early) gets no figure for that kind."""
+    sizes = {"train": (SMALL, BIG), "evaluate": (1, INFER_BIG), "predict": (1, INFER_BIG)}
     figures: dict[str, dict[str, float]] = {}
-    for name in sides:
+    for name in sorted({key[0] for key in times}):
         best = {key[1:]: min(v) for key, v in times.items() if key[0] == name}
         f: dict[str, float] = {}
         for kind, (small, big) in sizes.items():
-            t_small, t_big = best[(kind, small)], best[(kind, big)]
-            per_step = (t_big - t_small) / (big - small)
-            f[f"{kind}_fixed_s"] = t_small - small * per_step
-            f[f"{kind}_per_step_s"] = per_step
-        f["train_steps_per_sec_20"] = SMALL / best[("train", SMALL)]
-        f["train_steps_per_sec_100"] = BIG / best[("train", BIG)]
+            if (kind, small) in best and (kind, big) in best:
+                t_small, t_big = best[(kind, small)], best[(kind, big)]
+                per_step = (t_big - t_small) / (big - small)
+                f[f"{kind}_fixed_s"] = t_small - small * per_step
+                f[f"{kind}_per_step_s"] = per_step
+        for steps in (SMALL, BIG):
+            if ("train", steps) in best:
+                f[f"train_steps_per_sec_{steps}"] = steps / best[("train", steps)]
         figures[name] = f
     return figures
+
+
+def figures_from_json(path: str) -> dict[str, dict[str, float]]:
+    """`compute_figures` of the timed calls a `--json` file recorded (also a partial one)."""
+    times: dict[tuple[str, str, int], list[float]] = {}
+    with open(path) as f:
+        for line in f:
+            entry = json.loads(line)
+            if "side" in entry:
+                key = (entry["side"], entry["kind"], entry["steps"])
+                times.setdefault(key, []).append(entry["seconds"])
+    return compute_figures(times)
 
 
 def table(figures: dict[str, dict[str, float]], subject: str = "shim") -> str:
@@ -204,9 +226,12 @@ def table(figures: dict[str, dict[str, float]], subject: str = "shim") -> str:
                        ("train_fixed_s", "train fixed s/call"),
                        ("evaluate_fixed_s", "evaluate fixed s/call"),
                        ("predict_fixed_s", "predict fixed s/call")):
+        if key not in shim or key not in tf2:
+            rows.append(f"| {label} | {shim.get(key, float('nan')):.3f} | "
+                        f"{tf2.get(key, float('nan')):.3f} | - |")
+            continue
         rows.append(f"| {label} | {shim[key]:.3f} | {tf2[key]:.3f} | "
-                    f"{shim[key] / tf2[key]:.2f} |" if abs(tf2[key]) > 1e-9 else
-                    f"| {label} | {shim[key]:.3f} | {tf2[key]:.3f} | - |")
+                    f"{shim[key] / tf2[key]:.2f} |")
     return "\n".join(rows)
 
 
@@ -215,9 +240,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--replicas", type=int, default=8)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", help="append every timed call and the figures to this file")
+    p.add_argument("--from-json", help="print the figures of a --json file; run nothing")
     p.add_argument("--noseed", action="store_true",
                    help="also time the shim with RunConfig(tf_random_seed=None)")
     args = p.parse_args(argv)
+    if args.from_json:
+        figures = figures_from_json(args.from_json)
+        for subject in figures:
+            if subject != "tf2" and "tf2" in figures:
+                print(table(figures, subject))
+        return 0
     commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "-C", REPO, "status", "--porcelain",
