@@ -123,3 +123,16 @@ def test_report_has_rows_only_for_the_figures_a_workload_measures():
         for c, t, m in (("shim", 80.0, 11000.0), ("tf2", 50.0, 12000.0))]
     figures = {row.target.figure for row in report.rows(results)}
     assert figures == {"time_to_first_step", "peak_rss_mb"}
+
+
+def test_call_cost_fixed_cost_is_the_intercept_of_the_fastest_calls():
+    from bench import call_cost
+
+    times = {("shim", "train", 20): [3.5, 3.0], ("shim", "train", 100): [11.0, 12.0],
+             ("shim", "evaluate", 1): [0.5], ("shim", "evaluate", 21): [2.5]}
+    figures = call_cost.compute_figures(times)["shim"]
+    assert figures["train_per_step_s"] == pytest.approx(0.1)
+    assert figures["train_fixed_s"] == pytest.approx(1.0)
+    assert figures["train_steps_per_sec_100"] == pytest.approx(100 / 11.0)
+    assert figures["evaluate_fixed_s"] == pytest.approx(0.4)
+    assert "predict_fixed_s" not in figures  # Not measured: no figure, not a wrong one.
