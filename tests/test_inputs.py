@@ -738,8 +738,8 @@ def test_estimator_calls_leave_their_iterators_to_the_release_thread(tmp_path, m
                                                                      call):
     made = []
 
-    def recorded(dataset):
-        iterator = original(dataset)
+    def recorded(dataset, *args):
+        iterator = original(dataset, *args)
         made.append(_finalized_on(iterator))
         return iterator
 
