@@ -153,3 +153,15 @@ def test_results_md_part_keeps_the_rows_with_a_target_and_says_where_the_rest_is
     unrecorded = bench_main.render(results, context[:1], full=False)
     assert "Machine: not recorded with these results (rendered on " in unrecorded
     assert "the run's printed report (no `--json` file was kept)" in unrecorded
+
+def test_call_cost_fixed_cost_is_the_intercept_of_the_fastest_calls():
+    from bench import call_cost
+
+    times = {("shim", "train", 20): [3.5, 3.0], ("shim", "train", 100): [11.0, 12.0],
+             ("shim", "evaluate", 1): [0.5], ("shim", "evaluate", 21): [2.5]}
+    figures = call_cost.compute_figures(times)["shim"]
+    assert figures["train_per_step_s"] == pytest.approx(0.1)
+    assert figures["train_fixed_s"] == pytest.approx(1.0)
+    assert figures["train_steps_per_sec_100"] == pytest.approx(100 / 11.0)
+    assert figures["evaluate_fixed_s"] == pytest.approx(0.4)
+    assert "predict_fixed_s" not in figures  # Not measured: no figure, not a wrong one.

@@ -522,3 +522,39 @@ def test_evaluate_and_predict_call_model_fn_once_per_replica(tmp_path, strategy,
     del calls[:]
     assert len(list(est.predict(eval_input_fn(with_labels=False)))) == N_EVAL
     assert calls == ["infer"] * replicas
+
+def test_later_calls_on_eight_replicas_trace_no_input_pipelines_again(tmp_path, monkeypatch):
+    """Issue 45: a second train/evaluate/predict on 8 replicas reuses the per-device input
+    pipelines' functions the first calls traced (`_tf/device_iterators.py`); input_fn is
+    still called once per call, evaluate still counts every example once, predict still
+    yields every example once, in order."""
+    from tpu_estimator_compat._tf import device_iterators
+
+    traces = []
+    trace = device_iterators._trace  # pylint: disable=protected-access
+    monkeypatch.setattr(device_iterators, "_trace",
+                        lambda *args: traces.append(args[0]) or trace(*args))
+    calls = []
+
+    def counted(input_fn):
+        def wrapped(params):
+            calls.append(1)
+            return input_fn(params)
+        return wrapped
+
+    est = make_estimator(tmp_path, make_strategy("mirrored8"))
+    rounds = []
+    for max_steps in (4, 8):
+        est.train(counted(models.digits_input_fn(512, flat=True)), max_steps=max_steps)
+        results = est.evaluate(counted(eval_input_fn()))
+        predictions = list(est.predict(counted(eval_input_fn(with_labels=False))))
+        logits, y = numpy_logits(est)
+        assert results["global_step"] == max_steps
+        assert results["accuracy"] == np.float32(np.sum(np.argmax(logits, 1) == y) / N_EVAL)
+        assert len(predictions) == N_EVAL
+        np.testing.assert_allclose(np.stack([p["logits"] for p in predictions]), logits,
+                                   rtol=1e-5, atol=1e-5)
+        rounds.append(len(traces))
+    # Train, eval (padded, with labels) and predict input: one function set per device each.
+    assert rounds == [3 * 8, 3 * 8]
+    assert len(calls) == 6

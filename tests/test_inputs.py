@@ -13,6 +13,7 @@ from conftest import make_strategy
 import models
 
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat._tf import device_iterators
 from tpu_estimator_compat.inputs import call as call_lib
 from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import distribute as inputs
@@ -229,6 +230,34 @@ def test_iterate_gives_every_replica_what_iter_gives(strategy):
         for (want_f, want_l), (got_f, got_l) in zip(want, got):
             np.testing.assert_array_equal(got_f, want_f)
             np.testing.assert_array_equal(got_l, want_l)
+
+
+def _string_rows_input_fn(params):
+    ds = tf.data.Dataset.range(1120).map(lambda r: (tf.strings.as_string(r), r * 10))
+    return ds.batch(params["batch_size"], drop_remainder=True)
+
+
+@pytest.mark.parametrize("input_fn", [_endless_rows_input_fn, _string_rows_input_fn],
+                         ids=["endless_ints", "finite_strings"])
+def test_iterators_sharing_traced_device_pipelines_give_what_iter_gives(strategy, input_fn):
+    """Issue 45: later iterators reuse the per-device functions the first one traced (none
+    traced again), and every replica still gets what a plain `iter` gives it, to the end."""
+    cache = device_iterators.DeviceGeneratorCache()
+    devices = strategy.num_replicas_in_sync if strategy.num_replicas_in_sync > 1 else 0
+
+    def batches(make_iterator):
+        dataset = _distribute(strategy, input_fn, InputPipelineConfig.PER_HOST_V1)
+        return _per_replica_batches(strategy, dataset, 70, make_iterator)
+
+    expected = batches(iter)
+    for attempt in range(3):
+        actual = batches(lambda d: inputs.iterate(d, cache))
+        assert cache.traces == devices, attempt
+        assert len(actual) == len(expected)
+        for want, got in zip(expected, actual):
+            for (want_f, want_l), (got_f, got_l) in zip(want, got):
+                np.testing.assert_array_equal(got_f, want_f)
+                np.testing.assert_array_equal(got_l, want_l)
 
 
 def test_deleting_an_eight_replica_iterator_takes_about_one_loop():
@@ -709,8 +738,8 @@ def test_estimator_calls_leave_their_iterators_to_the_release_thread(tmp_path, m
                                                                      call):
     made = []
 
-    def recorded(dataset):
-        iterator = original(dataset)
+    def recorded(dataset, *args):
+        iterator = original(dataset, *args)
         made.append(_finalized_on(iterator))
         return iterator
 

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 import tpu_estimator_compat
 from tpu_estimator_compat._tf import patches as _tf_patches
+from tpu_estimator_compat._tf import device_iterators
 from tpu_estimator_compat.checkpoint import warm_start
 
 # Every patched symbol: name -> the dotted paths it rebinds (for keras_env's
@@ -114,6 +115,8 @@ PATCHED_SYMBOLS = {
                               "CollectiveAllReduceExtended._initialize_local_devices",),
     "inputs.device_pipelines":
         ("tensorflow.python.data.ops.multi_device_iterator_ops._create_device_dataset",),
+    "inputs.device_generators":
+        ("tensorflow.python.data.ops.multi_device_iterator_ops._PerDeviceGenerator",),
     "global_step_reads.value": ("tensorflow.Variable.value",),
     "global_step_reads.read_value": ("tensorflow.Variable.read_value",),
     "hub_support.try_get_state_scope": ("tensorflow_hub.module._try_get_state_scope",),
@@ -156,9 +159,11 @@ _SCOPED_ARGS = {
     "inputs.initializable_iterator": lambda: (),
     "cluster.local_devices": lambda: (2,),
     "inputs.device_pipelines": lambda: (),
+    "inputs.device_generators": lambda: (device_iterators.DeviceGeneratorCache(),),
 }
 
-_SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py")
+_SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py",
+                 "_tf/device_iterators.py")
 
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {

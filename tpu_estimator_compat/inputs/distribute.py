@@ -21,6 +21,7 @@ a warning.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import queue
 import sys
@@ -31,6 +32,7 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from tpu_estimator_compat import log as logging
+from tpu_estimator_compat._tf import device_iterators as _device_iterators
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.inputs.call import call_input_fn, plain_graph, to_dataset
@@ -261,7 +263,8 @@ def _without_default_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     return dataset.with_options(options)
 
 
-def iterate(dataset: Any) -> Any:
+def iterate(dataset: Any,
+            generators: _device_iterators.DeviceGeneratorCache | None = None) -> Any:
     """`iter(dataset)` for a dataset from `distribute`, whose deletion does not stall.
 
     On several devices TF builds a MultiDeviceIterator: one pipeline per device on top of the
@@ -271,9 +274,26 @@ def iterate(dataset: Any) -> Any:
     iterator took as long as it had been used (162 s after 100 s). The per-device pipelines
     are a fixed `prefetch(1)` with nothing to tune, so autotuning is turned off in them while
     the iterator is built; which element each replica gets is unchanged.
+
+    With `generators` (kept by the caller across train/evaluate/predict calls), the
+    functions of those per-device pipelines are traced once per device and element spec and
+    reused by every later iterator (`cached_device_generators`); without it TF traces six
+    per device for each iterator.
     """
-    with _tf_patches.applied("inputs.device_pipelines"):
+    with contextlib.ExitStack() as patched:
+        patched.enter_context(_tf_patches.applied("inputs.device_pipelines"))
+        if generators is not None:
+            patched.enter_context(_tf_patches.applied("inputs.device_generators", generators))
         return iter(dataset)
+
+
+def cached_device_generators(original: Any,
+                             generators: _device_iterators.DeviceGeneratorCache) -> Any:
+    """The replacement of patch `inputs.device_generators`: per-device generators whose
+    functions `generators` traced once (see `_tf/device_iterators.py`); what they yield is
+    TF's own generator over the same shard."""
+    del original
+    return generators.generator
 
 
 def device_dataset_without_autotune(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -286,13 +306,18 @@ def device_dataset_without_autotune(original: Callable[..., Any]) -> Callable[..
     TF 2.21 it often misses the iterator's cancellation (it is woken before the
     CancellationManager reports cancelled, and sleeps out the rest of its period); the
     iterator's destructor joins it, one device after another. These pipelines have nothing to
-    tune (a fixed buffer of 1), so the builder turns autotuning off in them.
+    tune (a fixed buffer of 1), so the builder turns autotuning off in them. A generator
+    from `cached_device_generators` is built into the same pipeline here.
     """
     options = tf.data.Options()
     options.autotune.enabled = False
 
-    def without_autotune(*args: Any, **kwargs: Any) -> Any:
-        return original(*args, **kwargs).with_options(options)
+    def without_autotune(prototype: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(prototype, _device_iterators.DeviceGenerator):
+            dataset = _device_iterators.device_dataset(prototype, *args, **kwargs)
+        else:
+            dataset = original(prototype, *args, **kwargs)
+        return dataset.with_options(options)
 
     return without_autotune
 

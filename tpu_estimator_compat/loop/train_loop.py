@@ -296,7 +296,8 @@ def compiling(train_loop: TrainLoop, iterator: Any) -> Iterator[None]:
     A compiled function's first call optimises its graph (Grappler) before the first step:
     on BERT-base ~5 s on one replica and ~30 s on 8 (bench/results/HISTORY.md). A fresh model_dir's
     step-0 checkpoint, which legacy wrote before the first step too, takes seconds of its
-    own (BERT-base: 1.3 GB). Neither needs the other, so they overlap: a call of zero steps
+    own (BERT-base: 1.3 GB), and a later call's restore takes time too; none of them needs
+    the graph, nor it them, so they overlap: a call of zero steps
     runs on this thread while the body (the checkpoint) runs, reading no input and writing
     no variable, and leaves the optimised graph for the first real call. The step-0 values
     saved are the ones training starts from, as before. The thread's error, if any, is

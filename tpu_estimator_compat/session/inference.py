@@ -200,7 +200,7 @@ def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
             runtime.strategy, input_fn, params=settings.params, config=settings.config,
             mode=mode, plan=plan, use_tpu=on_tpu, repeat_tensors=False, pad=padded,
             batch_axis=settings.batch_axis)
-        iterator = inputs_lib.iterate(source.dataset)
+        iterator = inputs_lib.iterate(source.dataset, runtime.device_generators)
         loops = _Loops(settings, runtime, plan, mode, on_tpu, padded, source,
                        warm_start_lib.InitPlan())
         # Legacy called model_fn once per evaluate() or predict(), building its graph.

@@ -14,6 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tpu_estimator_compat._tf import device_iterators
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.step import optimizer_apply
@@ -28,6 +29,9 @@ class Runtime:
     registry: variables_lib.VariableRegistry
     global_step: tf.Variable
     functions: dict[Any, Any] = dataclasses.field(default_factory=dict)
+    # The per-device input pipelines' functions, traced once for every call's new iterator.
+    device_generators: device_iterators.DeviceGeneratorCache = dataclasses.field(
+        default_factory=device_iterators.DeviceGeneratorCache)
 
     def scope(self) -> "RuntimeScope":
         return RuntimeScope(self)

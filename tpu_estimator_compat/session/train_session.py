@@ -88,13 +88,16 @@ class TrainSession:
             logging.legacy_info("Create CheckpointSaverHook.")  # Legacy's default saver hook.
         if parameter_servers.is_parameter_server_strategy(runtime.strategy):
             parameter_servers.log_placement(runtime.registry.by_name())
-        if self._checkpoints().restore_latest() is None:
-            self._initialize_from_elsewhere(record, init_plan)
-            if steps is not None:  # (A restored step is the one `target` counted from.)
-                target = self._read_step() + steps
-        policy = self._save_policy(hook_runner, saving_listeners, record.saver)
+        with self._compiling(train_loop, iterator):
+            if self._checkpoints().restore_latest() is None:
+                self._initialize_from_elsewhere(record, init_plan)
+                if steps is not None:  # (A restored step is the one `target` counted from.)
+                    target = self._read_step() + steps
+            policy = self._save_policy(hook_runner, saving_listeners, record.saver)
+            step = self._read_step()
+            policy.begin(step)  # Legacy's session start: the checkpoint of the first step.
+        hook_runner.begin(step)
         ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)
-        self._begin(policy, hook_runner, train_loop, iterator)
         if target is not None:
             target = hook_runner.limit_target(target)
         listeners = [_HookListener(hook_runner), policy, signals,
@@ -146,18 +149,23 @@ class TrainSession:
     def _read_step(self) -> int:
         return int(self._runtime.global_step.numpy())
 
-    def _begin(self, policy: save_policy_lib.SavePolicy, hook_runner: hooks_lib.HookRunner,
-               train_loop: loop_lib.TrainLoop, iterator: Any) -> None:
-        """Legacy's session start: the step-0 checkpoint (while the train function's graph
-        is optimised, on one client), then the hooks' `begin`."""
-        step = self._read_step()
+    def _compiling(self, train_loop: loop_lib.TrainLoop,
+                   iterator: Any) -> contextlib.AbstractContextManager:
+        """Inside: the train function is prepared for this call's iterator on another thread.
+
+        Each call's new iterator (and, with `tf_random_seed`, the eager kernel cache that
+        `tf.random.set_seed` clears so random ops start their streams afresh, as a new
+        legacy graph did) makes TensorFlow instantiate the function again, Grappler
+        included. That overlaps what the call does before its first step and needs no
+        input: the restore (or a fresh model's initialisation) and the first checkpoint
+        (`loop.train_loop.compiling`). Not on parameter servers or several clients, where
+        a call is not one local function.
+        """
         strategy = self._runtime.strategy
-        overlap = (policy.enabled and not parameter_servers.is_parameter_server_strategy(strategy)
-                   and not cluster_lib.is_multi_client(strategy))
-        with (loop_lib.compiling(train_loop, iterator) if overlap
-              else contextlib.nullcontext()):
-            policy.begin(step)
-        hook_runner.begin(step)
+        if (parameter_servers.is_parameter_server_strategy(strategy)
+                or cluster_lib.is_multi_client(strategy)):
+            return contextlib.nullcontext()
+        return loop_lib.compiling(train_loop, iterator)
 
     def _save_on_interrupt(self, policy: save_policy_lib.SavePolicy) -> None:
         """Ctrl-C: a checkpoint of the last completed loop, where this worker can write one."""
@@ -187,7 +195,7 @@ class TrainSession:
             runtime.strategy, input_fn, params=settings.params, config=settings.config,
             mode=ModeKeys.TRAIN, plan=plan, use_tpu=settings.use_tpu,
             batch_axis=settings.batch_axis)
-        return inputs_lib.iterate(source.dataset), source
+        return inputs_lib.iterate(source.dataset, runtime.device_generators), source
 
     def _checkpoints(self, scaffold_saver: Any = None) -> checkpoints_lib.CheckpointManager:
         """model_dir's checkpoints, written by the chief, as RunConfig's keep_* settings say,

@@ -1,0 +1,283 @@
+"""Fixed cost per call and steady steps/s on N replicas: the shim and a hand loop, one process.
+
+    python -m bench.call_cost [--replicas 8] [--rounds 3] [--json bench/results/F.jsonl]
+
+Issue 45's rows. One process holds both sides on the same MirroredStrategy over the CPU
+split into N logical devices (the shim's own process-wide strategy; a second strategy would
+clash on collective keys), the bench's CNN (`cnn`: mnist_tpu's model_fn, global batch 128)
+and its digits. The shim is `TPUEstimator(use_tpu=True)` with iterations_per_loop=100; the
+hand loop is `run_tf2.py`'s (tf_keras model, `strategy.run` in a `tf.range` loop in one
+`tf.function`), which keeps one iterator across its train calls, as a hand-written loop does;
+its eval and predict calls each open a new iterator, as the shim must (input_fn is called
+once per call). Calls alternate between the sides, sizes alternate, and every figure is the
+fastest of `--rounds` calls (load from other processes only ever adds time).
+
+Figures: train steps/s of a 20-step and a 100-step call (whole call: restore, checkpoints
+and input included for the shim); the fixed cost per call, the intercept of the call time
+against its steps (train: from the 20- and 100-step calls; evaluate and predict: from a
+1-batch and a (1 + 20)-batch call). Process settings are the same for both sides and are
+recorded (`TF_CPU_ALLOCATOR_USE_BFC`, `TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL, BIG = 20, 100  # Train steps per call.
+INFER_BIG = 21  # Batches of the larger eval/predict call (the small one has 1).
+
+
+def _env() -> None:
+    for name, value in (("TF_ENABLE_ONEDNN_OPTS", "0"), ("TF_USE_LEGACY_KERAS", "1"),
+                        ("TF_CPP_MIN_LOG_LEVEL", "2")):
+        os.environ.setdefault(name, value)
+
+
+def _shim_side(strategy_devices: list[str], npz: str, tmp: str,
+               seed: int | None = 1) -> dict[str, Callable]:
+    import tpu_estimator_compat as shim
+    from bench import models_v1
+
+    estimator = shim.TPUEstimator(
+        model_fn=models_v1.make_model_fn("cnn", shim.TPUEstimatorSpec),
+        config=shim.RunConfig(model_dir=os.path.join(tmp, f"shim_seed{seed}"),
+                              tf_random_seed=seed,
+                              tpu_config=shim.TPUConfig(BIG, len(strategy_devices))),
+        params={"data": npz, "workload": "cnn"}, use_tpu=len(strategy_devices) > 1,
+        train_batch_size=128, eval_batch_size=128, predict_batch_size=128)
+
+    def predict(batches: int) -> None:
+        count = sum(1 for _ in estimator.predict(models_v1.finite_predict_input_fn(batches)))
+        assert count == 128 * batches, count
+
+    return {"train": lambda n: estimator.train(models_v1.train_input_fn, steps=n),
+            "evaluate": lambda n: estimator.evaluate(models_v1.eval_input_fn, steps=n),
+            "predict": predict}
+
+
+def _hand_side(strategy: Any, npz: str) -> dict[str, Callable]:
+    import tensorflow as tf
+
+    from bench import models_keras
+
+    batch = 128
+    models_keras.seed()
+
+    def distributed(split: str, labels: bool = True, shuffle: bool = False) -> Any:
+        return strategy.distribute_datasets_from_function(
+            lambda ctx: models_keras.dataset(npz, "cnn", split,
+                                             ctx.get_per_replica_batch_size(batch),
+                                             labels=labels, shuffle=shuffle))
+
+    with strategy.scope():
+        model = models_keras.build("cnn")
+        optimizer = models_keras.optimizer("cnn")
+        train_loss = tf.keras.metrics.Mean()
+        eval_loss = tf.keras.metrics.Mean()
+
+    def train_step(inputs: Any) -> None:
+        x, y = inputs
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.nn.compute_average_loss(tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True), global_batch_size=batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        train_loss.update_state(loss * strategy.num_replicas_in_sync)
+
+    @tf.function
+    def train_n(iterator: Any, n: tf.Tensor) -> None:
+        for _ in tf.range(n):
+            strategy.run(train_step, args=(next(iterator),))
+
+    def eval_step(inputs: Any) -> None:
+        x, y = inputs
+        eval_loss.update_state(tf.keras.losses.sparse_categorical_crossentropy(
+            y, model(x, training=False), from_logits=True))
+
+    @tf.function
+    def eval_n(iterator: Any, n: tf.Tensor) -> None:
+        for _ in tf.range(n):
+            strategy.run(eval_step, args=(next(iterator),))
+
+    @tf.function
+    def predict_n(iterator: Any, n: tf.Tensor) -> Any:
+        out = tf.TensorArray(tf.float32, size=n)
+        for i in tf.range(n):
+            logits = strategy.run(lambda x: tf.nn.softmax(model(x, training=False)),
+                                  args=(next(iterator),))
+            out = out.write(i, tf.concat(strategy.experimental_local_results(logits), 0))
+        return out.concat()
+
+    train_iterator = iter(distributed("train", shuffle=True))
+
+    def train(n: int) -> None:
+        train_n(train_iterator, tf.constant(n))
+        float(train_loss.result())  # What a loop logging its loss reads back per call.
+
+    def evaluate(n: int) -> None:
+        eval_loss.reset_state()
+        eval_n(iter(distributed("test")), tf.constant(n))
+        float(eval_loss.result())
+
+    def predict(n: int) -> None:
+        predict_n(iter(distributed("test", labels=False)), tf.constant(n)).numpy()
+
+    return {"train": train, "evaluate": evaluate, "predict": predict}
+
+
+def _timed(fn: Callable[[int], Any], n: int) -> float:
+    start = time.perf_counter()
+    fn(n)
+    return time.perf_counter() - start
+
+
+def measure(replicas: int, rounds: int, record: Callable[[dict[str, Any]], None],
+            noseed: bool = False) -> dict[str, dict[str, float]]:
+    """Runs both sides alternately; returns {side: figures}."""
+    _env()
+    from bench import data, devices
+
+    names = devices.split_cpu(replicas)
+    from tpu_estimator_compat.session import strategy as strategy_lib
+
+    tmp = tempfile.mkdtemp(prefix="call_cost_")
+    npz = os.path.join(tmp, "digits.npz")
+    data.generate(npz, REPO)
+    strategy = (strategy_lib.mirrored_over(names) if replicas > 1 else None)
+    import tensorflow as tf
+
+    sizes = {"train": (SMALL, BIG), "evaluate": (1, INFER_BIG), "predict": (1, INFER_BIG)}
+    # Warm-up: traces, first checkpoint, compiled graphs. The hand loop's tf_keras model is
+    # built and traced first: the shim's v1 layers, made in a graph, leave Keras models made
+    # before them unusable for a new trace (tf_keras `_assert_built_as_v1`); traced, the
+    # hand loop's functions are never traced again.
+    sides = {"tf2": _hand_side(strategy or tf.distribute.get_strategy(), npz)}
+    for kind, (small, _) in sizes.items():
+        sides["tf2"][kind](small)
+    sides["shim"] = _shim_side(names, npz, tmp)
+    if noseed:  # The shim with tf_random_seed=None: no seed reset (kernel cache) per call.
+        sides["shim_noseed"] = _shim_side(names, npz, tmp, seed=None)
+    for side in sides.values():
+        for kind, (small, _) in sizes.items():
+            side[kind](small)
+    times: dict[tuple[str, str, int], list[float]] = {}
+    for r in range(rounds):
+        order = list(sides) if r % 2 == 0 else list(reversed(sides))
+        for kind, (small, big) in sizes.items():
+            for n in (small, big) if r % 2 == 0 else (big, small):
+                for name in order:
+                    t = _timed(sides[name][kind], n)
+                    times.setdefault((name, kind, n), []).append(t)
+                    record({"round": r, "side": name, "kind": kind, "steps": n, "seconds": t,
+                            "load1": os.getloadavg()[0]})
+    return compute_figures(times)
+
+
+def compute_figures(times: dict[tuple[str, str, int], list[float]]
+                    ) -> dict[str, dict[str, float]]:
+    """{side: figures} from {(side, kind, steps): [seconds of each timed call]}; a side
+    missing a size (a run stopped early) gets no figure for that kind."""
+    sizes = {"train": (SMALL, BIG), "evaluate": (1, INFER_BIG), "predict": (1, INFER_BIG)}
+    figures: dict[str, dict[str, float]] = {}
+    for name in sorted({key[0] for key in times}):
+        best = {key[1:]: min(v) for key, v in times.items() if key[0] == name}
+        f: dict[str, float] = {}
+        for kind, (small, big) in sizes.items():
+            if (kind, small) in best and (kind, big) in best:
+                t_small, t_big = best[(kind, small)], best[(kind, big)]
+                per_step = (t_big - t_small) / (big - small)
+                f[f"{kind}_fixed_s"] = t_small - small * per_step
+                f[f"{kind}_per_step_s"] = per_step
+        for steps in (SMALL, BIG):
+            if ("train", steps) in best:
+                f[f"train_steps_per_sec_{steps}"] = steps / best[("train", steps)]
+        figures[name] = f
+    return figures
+
+
+def figures_from_json(path: str) -> dict[str, dict[str, float]]:
+    """`compute_figures` of the timed calls a `--json` file recorded (also a partial one)."""
+    times: dict[tuple[str, str, int], list[float]] = {}
+    with open(path) as f:
+        for line in f:
+            entry = json.loads(line)
+            if "side" in entry:
+                key = (entry["side"], entry["kind"], entry["steps"])
+                times.setdefault(key, []).append(entry["seconds"])
+    return compute_figures(times)
+
+
+def table(figures: dict[str, dict[str, float]], subject: str = "shim") -> str:
+    shim, tf2 = figures[subject], figures["tf2"]
+    rows = [f"| figure | {subject} | hand loop (tf2) | {subject} / hand |",
+            "|---|---|---|---|"]
+    for key, label in (("train_steps_per_sec_20", "train steps/s, 20 steps a call"),
+                       ("train_steps_per_sec_100", "train steps/s, 100 steps a call"),
+                       ("train_per_step_s", "train s/step (slope)"),
+                       ("train_fixed_s", "train fixed s/call"),
+                       ("evaluate_fixed_s", "evaluate fixed s/call"),
+                       ("predict_fixed_s", "predict fixed s/call")):
+        if key not in shim or key not in tf2:
+            rows.append(f"| {label} | {shim.get(key, float('nan')):.3f} | "
+                        f"{tf2.get(key, float('nan')):.3f} | - |")
+            continue
+        rows.append(f"| {label} | {shim[key]:.3f} | {tf2[key]:.3f} | "
+                    f"{shim[key] / tf2[key]:.2f} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.call_cost", description=__doc__)
+    p.add_argument("--replicas", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", help="append every timed call and the figures to this file")
+    p.add_argument("--from-json", help="print the figures of a --json file; run nothing")
+    p.add_argument("--noseed", action="store_true",
+                   help="also time the shim with RunConfig(tf_random_seed=None)")
+    args = p.parse_args(argv)
+    if args.from_json:
+        figures = figures_from_json(args.from_json)
+        for subject in figures:
+            if subject != "tf2" and "tf2" in figures:
+                print(table(figures, subject))
+        return 0
+    commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "-C", REPO, "status", "--porcelain",
+                                 "tpu_estimator_compat"],
+                                capture_output=True, text=True).stdout.strip())
+
+    def record(entry: dict[str, Any]) -> None:
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    context = {"command": "python -m bench.call_cost " + " ".join(argv), "commit": commit,
+               "dirty": dirty, "cpus": os.cpu_count(),
+               "load1_start": os.getloadavg()[0],
+               "TF_CPU_ALLOCATOR_USE_BFC": os.environ.get("TF_CPU_ALLOCATOR_USE_BFC"),
+               "TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER":
+                   os.environ.get("TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER")}
+    record({"context": context})
+    figures = measure(args.replicas, args.rounds, record, noseed=args.noseed)
+    context["load1_end"] = os.getloadavg()[0]
+    record({"context": context, "figures": figures})
+    print(json.dumps(context))
+    for subject in figures:
+        if subject != "tf2":
+            print(table(figures, subject))
+    sys.stdout.flush()
+    os._exit(0)  # As bench.common.emit: 8-replica pipelines can take minutes to tear down.
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
