@@ -165,11 +165,11 @@ def _case_is_marked_slow(item) -> bool:
     only; the test's other cases stay in the default run. `@pytest.mark.slow` on a test
     moves every case.
     """
-    mark = item.get_closest_marker("slow_cases")
     callspec = getattr(item, "callspec", None)
-    if mark is None or callspec is None:
+    if callspec is None:
         return False
-    return any(fnmatch.fnmatchcase(callspec.id, pattern) for pattern in mark.args)
+    return any(fnmatch.fnmatchcase(callspec.id, pattern)
+               for mark in item.iter_markers("slow_cases") for pattern in mark.args)
 
 
 # Before the `-m` selection, which reads the `slow` marks added here.

@@ -230,6 +230,7 @@ _LEGACY_NAMES = {"beta1_power", "beta2_power", "global_step"} | {
     for w in ("kernel", "bias") for slot in ("", "/Adam", "/Adam_1")}
 
 
+@pytest.mark.slow_cases('mirrored8-True', 'mirrored8-False')
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_contrib_keras_layers_train_in_a_tpu_estimator_model_fn(tmp_path, strategy, use_tpu):
     config = _T.RunConfig(model_dir=str(tmp_path), train_distribute=strategy,

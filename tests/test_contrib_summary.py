@@ -90,6 +90,7 @@ def implicit_step_host_call_model_fn(features, labels, mode, params):
                                        {"learning_rate": tf.reshape(tf.constant(0.5), [1])}))
 
 
+@pytest.mark.slow_cases('mirrored8-False')
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_contrib_scalar_without_step_writes_at_the_steps_starting_value(tmp_path, strategy,
                                                                          use_tpu):

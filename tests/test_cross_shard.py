@@ -212,6 +212,7 @@ def test_group_assignment_sums_within_each_group(monkeypatch, groups):
     assert "CrossReplicaSum" not in _op_types(concrete)
 
 
+@pytest.mark.slow
 def test_group_assignment_gradient_is_the_group_sum_of_upstream(monkeypatch):
     # d/dx_r of sum_{r' in g(r)} c_r' * y_r' with y = group sum of x: sum of c over r's group.
     strategy = _strategy("mirrored8", monkeypatch)
@@ -499,6 +500,7 @@ def _xla_switch_model_fn(features, labels, mode, params):
             mode, loss=loss, eval_metric_ops={"accuracy": v1.metrics.accuracy(labels, predictions)})
 
 
+@pytest.mark.slow_cases('mirrored8-True')
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_model_code_sees_the_xla_context_legacy_tpu_built_model_fn_in(tmp_path, strategy,
                                                                       use_tpu):
@@ -571,6 +573,7 @@ def _accumulating_input_fn(params):
                                                                      drop_remainder=True)
 
 
+@pytest.mark.slow
 def test_replica_assign_inside_cond_updates_like_the_tpu(tmp_path):
     """On 8 replicas (use_tpu=True) a mirrored variable assigned inside `tf.cond` in
     replica context: TensorFlow refuses the merge_call there; each TPU core assigned its own

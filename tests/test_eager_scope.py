@@ -138,6 +138,7 @@ def test_eager_off_trains_to_the_same_losses_as_eager_on(children):
     assert LOG_LINE not in baseline_err
 
 
+@pytest.mark.slow
 def test_tf1_switches_with_eager_on_change_nothing_the_estimator_computes(children):
     baseline, _ = children["baseline"].result()
     individual, stderr = children["individual"].result()

@@ -72,6 +72,7 @@ def _loss_after(est, input_fn, steps):
         return float(sess.run(losses[0]))
 
 
+@pytest.mark.slow
 def test_one_vs_eight_replicas_same_weights(tmp_path):
     """1 replica at batch 64 and 8 replicas at 8 each, from one initial checkpoint.
 
@@ -185,6 +186,7 @@ def tf1_variable_names(model_fn, feature_shape, params):
 # Adam's names are the richest (two slots, two non-slot beta powers); the other optimizers'
 # names on 8 replicas are opt-in (`-m slow`); Momentum's slots are also checked on 8 by
 # test_resume_restores_exactly_and_continues_schedule.
+@pytest.mark.slow_cases('mirrored8-adam')
 @pytest.mark.eight_replicas(optimizer=["adam"])
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam", "adagrad", "rmsprop"])
 def test_checkpoint_keys_equal_tf1_graph_names(tmp_path, strategy, optimizer):
@@ -198,6 +200,7 @@ def test_checkpoint_keys_equal_tf1_graph_names(tmp_path, strategy, optimizer):
     assert np.abs(values["batch_normalization/moving_mean"]).sum() > 0
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_cnn_checkpoint_keys_equal_tf1_graph_names(tmp_path, strategy):
     est = make_estimator(tmp_path, strategy)
     est.train(models.digits_input_fn(256), steps=2)
@@ -224,6 +227,7 @@ def test_keep_checkpoint_max(tmp_path, strategy):
     assert index_files == ["model.ckpt-4.index", "model.ckpt-5.index"]
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_input_fn_exhaustion_ends_training_cleanly(tmp_path, strategy):
     est = make_estimator(tmp_path, strategy, models.linear_model_fn, ipl=4)
     est.train(models.digits_input_fn(64 * 6, repeat=False, flat=True), steps=100)
@@ -389,6 +393,7 @@ def test_model_fn_returning_non_spec(tmp_path):
         est.train(models.digits_input_fn(64, flat=True), steps=1)
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_tf_variable_with_computed_initial_value(tmp_path, strategy):
     """The TF1 tutorial idiom `tf.Variable(tf.truncated_normal(...))` inside model_fn."""
 

@@ -125,6 +125,7 @@ def test_unsupported_builtin_hook_refused_before_training(tmp_path):
     assert not os.path.exists(os.path.join(str(tmp_path), "checkpoint"))
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_evaluation_hooks_once_per_loop(tmp_path, strategy):
     est = make(tmp_path, strategy, models.linear_full_model_fn, ipl=2)
     est.train(models.digits_input_fn(256, flat=True), steps=2)
@@ -172,6 +173,7 @@ def test_hooks_fetch_model_tensors_per_step_as_legacy_cpu(tmp_path):
                                rtol=2e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_hooks_fetch_model_tensors_on_replicas(tmp_path):
     """On 8 replicas the spec's loss is the global batch's (legacy's one device saw the whole
     batch); other tensors are replica 0's."""
@@ -234,6 +236,7 @@ def test_evaluation_and_prediction_hooks_fetch_model_tensors_on_replicas(tmp_pat
     assert shim["predict"]["classes"] == legacy["predict"]["classes"]
 
 
+@pytest.mark.slow
 def test_evaluation_hook_fetching_model_tensor_on_tpu_path_fails_as_legacy_tpu(tmp_path):
     """use_tpu=True evaluation ran hooks once per loop on legacy's TPU path too."""
     def model_fn(features, labels, mode, params):
@@ -251,6 +254,7 @@ def test_evaluation_hook_fetching_model_tensor_on_tpu_path_fails_as_legacy_tpu(t
         est.evaluate(models.digits_input_fn(256, flat=True), steps=2)
 
 
+@pytest.mark.slow
 def test_hook_fetching_model_tensor_on_tpu_path_fails_as_legacy_tpu(tmp_path):
     """use_tpu=True: hooks run once per loop, outside the compiled loop (legacy could not
     fetch tensors from inside its TPU loop either): a clear error, before any step."""

@@ -353,6 +353,7 @@ def launched(tmp_path_factory):
             process.kill()
 
 
+@pytest.mark.slow
 @pytest.mark.slow_cases('on')
 @pytest.mark.parametrize("mode", ["on", "off"])
 def test_launcher_runs_the_legacy_import_forms(launched, mode):

@@ -56,6 +56,7 @@ def trained(tmp_path, strategy):
     return est
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_evaluate_accuracy_equals_numpy_exactly(trained):
     results = trained.evaluate(eval_input_fn())
     logits, y = numpy_logits(trained)
@@ -68,6 +69,7 @@ def test_evaluate_accuracy_equals_numpy_exactly(trained):
     assert results["accuracy"] == np.float32(np.sum(np.argmax(logits, 1) == y) / N_EVAL)
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_evaluate_steps_and_repeatability(trained):
     """`steps` limits the batches; metric variables reset between evaluate calls."""
     two = trained.evaluate(eval_input_fn(), steps=2)
@@ -284,6 +286,7 @@ def test_one_value_per_step_eval_metrics_refused_when_batches_are_padded(tmp_pat
             est.evaluate(eval_input_fn())
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_eval_host_call_step_tensor_passes_through(tmp_path, strategy):
     """host_call's `tf.reshape(global_step, [1])` in EVAL: one value per replica per step,
     unmasked (legacy concatenated it over replicas); batch tensors lose padding rows."""
@@ -466,6 +469,7 @@ def test_cpu_path_evaluate_runs_long_loops_unless_hooks_see_every_step(tmp_path,
     assert loop_sizes("eval", repeats=1) == [2, 2, 1]  # 5 batches.
 
 
+@pytest.mark.slow_cases('mirrored8-True', 'mirrored8-False')
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_bad_metric_fn_raises_error_naming_eval_metrics_and_the_fix(tmp_path, strategy,
                                                                      use_tpu):
@@ -495,6 +499,7 @@ def test_bad_metric_fn_raises_error_naming_eval_metrics_and_the_fix(tmp_path, st
     assert "AddV2" in message  # The original error is kept.
 
 
+@pytest.mark.slow_cases('mirrored8-True', 'mirrored8-False')
 @pytest.mark.xfail(strict=True, reason=(
     "InferenceLoop.trace traces the step in a probe (to learn its outputs before the loop's "
     "TensorArrays exist) and again in the loop: model_fn runs twice per replica. Sharing "

@@ -171,6 +171,7 @@ def _functional_data():
             rng.randint(0, 3, [64]).astype(np.int32))
 
 
+@pytest.mark.slow_cases('mirrored8-input_tensor', 'mirrored8-call_on_features')
 @pytest.mark.parametrize("style", ["input_tensor", "call_on_features"])
 def test_keras_functional_model_on_model_fn_tensors_trains(strategy, tmp_path, style):
     """`Input(tensor=features)` / `Model(...)` inside model_fn: legacy graph Keras took them."""

@@ -112,6 +112,7 @@ def test_resnet_trains_evaluates_and_predicts(resnet_run):
     assert results["top_1_accuracy"] == np.float32(np.mean(classes == labels))
 
 
+@pytest.mark.slow
 def test_resnet_batch_norm_statistics_and_weight_decay(resnet_run):
     """UPDATE_OPS ran (moving statistics left their initial values); weight decay was in the
     loss (the regularisation summaries are positive and shrink as decay acts)."""

@@ -723,6 +723,7 @@ def _branching_model_fn(features, labels, mode, params):
             0.0).minimize(loss, v1.train.get_global_step()))
 
 
+@pytest.mark.slow
 def test_metric_fn_branching_on_a_static_batch_axis_gets_legacys(tmp_path):
     """use_tpu=True on 8 replicas: metric_fn is built with the gathered static axis legacy
     TPU gave it, for full batches and, built again, for a padded last batch's real rows.

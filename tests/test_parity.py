@@ -49,6 +49,8 @@ MODELS = sorted(d.name for d in GOLDENS.iterdir() if (d / parity.RECIPE_JSON).ex
 # 13 MB gradient over 8 logical devices every step; resnet's 8-replica run is a different
 # computation anyway, see its recipe) and run under `-m slow`.
 DEFAULT_EIGHT = ("tiny_cnn", "embedding")
+# Models replayed in the slow set only: BERT's replay alone takes over a minute on 2 cores.
+SLOW_MODELS = ("bert",)
 # Models that compute something else on 8 replicas than legacy did on one CPU device, though
 # their recorded recipe does not say so (`Recipe.multi_replica_differs`; move it to
 # tests/legacy_recorder/recipes.py at the next re-record). Their 8-replica structure is checked,
@@ -111,8 +113,15 @@ def _replay(plan: dict[str, tuple[int, ...]], out: Path) -> dict[str, dict[int, 
 
 @pytest.fixture(scope="module")
 def default_replays(tmp_path_factory):
-    plan = {m: (1, 8) if m in DEFAULT_EIGHT else (1,) for m in MODELS}
+    plan = {m: (1, 8) if m in DEFAULT_EIGHT else (1,) for m in MODELS if m not in SLOW_MODELS}
     return _replay(plan, tmp_path_factory.mktemp("parity"))
+
+
+@pytest.fixture(scope="module")
+def slow_replays(tmp_path_factory):
+    """The 1-replica replays of `SLOW_MODELS`, in a process of their own."""
+    return _replay({m: (1,) for m in SLOW_MODELS if m in MODELS},
+                   tmp_path_factory.mktemp("parity_slow"))
 
 
 class Case(NamedTuple):
@@ -124,12 +133,14 @@ class Case(NamedTuple):
     hint: str  # Why nothing matched and what to do about it; "" when a recording matched.
 
 
-@pytest.fixture(scope="module", params=MODELS)
-def case(request, default_replays):
+@pytest.fixture(scope="module", params=[
+    pytest.param(m, marks=pytest.mark.slow) if m in SLOW_MODELS else m for m in MODELS])
+def case(request):
     """(recipe, golden, {replicas: replay record}, hint) for one model."""
     golden_dir = str(GOLDENS / request.param)
     recipe, golden = parity.load_golden(golden_dir)
-    replays = default_replays[request.param]
+    replays = request.getfixturevalue(
+            "slow_replays" if request.param in SLOW_MODELS else "default_replays")[request.param]
     hint = ""
     if not recipe.single_replica_inexact:
         choice = parity.choose_golden(golden_dir, replays[1].data["losses"])
@@ -162,7 +173,6 @@ def test_goldens_exist_and_are_small():
     assert total < 3 * 2**20, f"tests/goldens is {total / 2**20:.1f} MB; keep it under 3 MB."
 
 
-@pytest.mark.slow_cases('bert')
 def test_golden_records_what_the_issue_asks(case):
     recipe, golden, _, _ = case
     data = golden.data

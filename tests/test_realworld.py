@@ -55,6 +55,7 @@ def _param(case, replicas, use_tpu):
                         id=f"{case}-x{replicas}-use_tpu_{use_tpu}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case, replicas, use_tpu", [_param(*c) for c in CASES])
 def test_case_runs_unchanged_through_the_launcher(tmp_path, case, replicas, use_tpu):
     script = os.path.join(REALWORLD, case, "run.sh")

@@ -141,6 +141,7 @@ def test_mnist_runs_unchanged_with_use_tpu_on_a_machine_without_tpu(runs):
     assert {"conv2d/kernel", "dense_1/bias", "global_step"} <= names
 
 
+@pytest.mark.slow
 def test_mnist_trains_from_data_dir_idx_files(runs):
     stdout, _ = _assert_ok(runs, "mnist_idx")
     # numpy scalars print as the legacy stack (numpy 1.x) printed them.

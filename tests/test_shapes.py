@@ -195,6 +195,7 @@ def _row_size(outcome):
     return int(np.prod(dims[1:]))
 
 
+@pytest.mark.slow
 @pytest.mark.slow_cases('v2_tensorshape_off')
 @pytest.mark.parametrize("mode", TF1_MODES)
 def test_zoo_trains_evaluates_and_predicts_with_tf1_shapes(children, mode):

@@ -73,6 +73,7 @@ def host_call_model_fn(features, labels, mode, params):
     return with_host_call(models.linear_model_fn(features, labels, mode, params), params)
 
 
+@pytest.mark.slow_cases('mirrored8-True-1-expected_steps0', 'mirrored8-True-2-expected_steps1', 'mirrored8-False-2-expected_steps2')
 @pytest.mark.parametrize("use_tpu, every_n, expected_steps", [
     # Legacy host_call tensors carry the global step the step started from: 0..41.
     (True, 1, list(range(42))),
@@ -94,6 +95,7 @@ def test_host_call_event_steps_match_legacy(tmp_path, strategy, use_tpu, every_n
     assert len(glob.glob(os.path.join(str(tmp_path), "events.out.tfevents.*"))) == 2
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_global_step_reads_in_model_fn_see_the_step_start_value(tmp_path, strategy):
     """As in legacy's TF1 graph: unordered reads see the starting value wherever they are
     written; a read ordered after train_op (an EMA's num_updates) sees the incremented one."""
@@ -130,6 +132,7 @@ def assert_schedule(found, expected):
     assert steps_of(found, "examples/sec") == expected["rate"]
 
 
+@pytest.mark.slow_cases('mirrored8-False-42-21-100-100-expected0')
 @pytest.mark.parametrize("use_tpu, steps, ipl, save, log, expected", [
     # use_tpu=False: legacy decided per step. StepCounterHook every ceil(100 / 21) = 5 steps
     # after its baseline at step 1; SummarySaverHook on the first step, then every 100.
@@ -149,6 +152,7 @@ def test_train_summaries_acceptance_cases(tmp_path, strategy, use_tpu, steps, ip
     assert all(examples[s] == pytest.approx(64 * rates[s], rel=1e-5) for s in rates)
 
 
+@pytest.mark.slow_cases('True-28-4-4-4-expected1')
 @pytest.mark.parametrize("use_tpu, steps, ipl, save, log, expected", [
     (False, 12, 4, 4, 4, {"loss": [1, 5, 9], "rate": list(range(2, 13))}),
     (True, 28, 4, 4, 4, {"loss": [1, 5, 9, 13, 17, 21, 25], "rate": [8, 12, 16, 20, 24, 28]}),
@@ -364,6 +368,7 @@ def loss_scope_model_fn(features, labels, mode, params):
     return with_host_call(spec, params) if params.get("host_tag") else spec
 
 
+@pytest.mark.slow_cases('mirrored8-host_call_model_fn-loss-False-expected4', 'mirrored8-loss_scope_model_fn-loss-False-expected5')
 @pytest.mark.parametrize("model_fn, host_tag, use_tpu, expected", [
     (models.linear_model_fn, None, False, ["loss"]),
     (models.linear_model_fn, None, True, ["loss"]),
@@ -446,6 +451,7 @@ def summary_events(directory):
     return found
 
 
+@pytest.mark.slow_cases('mirrored8')
 @pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
 def test_v1_summaries_in_model_fn_are_written_on_the_cpu_path(tmp_path, monkeypatch,
                                                             strategy_name):
@@ -621,6 +627,7 @@ def test_host_call_ignores_v1_summaries_made_eagerly_before_it(tmp_path):
 # tests/goldens/model_fn_summary_writer/legacy.json (tests/legacy_recorder/model_fn_summary_writer.py).
 
 
+@pytest.mark.slow_cases('mirrored8-False', 'mirrored8-True')
 @pytest.mark.parametrize("use_tpu", [False, True])
 def test_summary_writer_created_in_model_fn_writes_what_legacy_wrote(tmp_path, strategy,
                                                                      use_tpu):
