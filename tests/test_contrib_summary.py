@@ -90,6 +90,7 @@ def implicit_step_host_call_model_fn(features, labels, mode, params):
                                        {"learning_rate": tf.reshape(tf.constant(0.5), [1])}))
 
 
+@pytest.mark.slow_cases('mirrored8-True')
 @pytest.mark.slow_cases('mirrored8-False')
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_contrib_scalar_without_step_writes_at_the_steps_starting_value(tmp_path, strategy,
@@ -132,6 +133,7 @@ def accumulating_host_call_model_fn(features, labels, mode, params):
                             host_call=(host_call_fn, [tf.reshape(loss, [1])]))
 
 
+@pytest.mark.slow_cases('mirrored8-True')
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_summaries_follow_a_global_step_that_advances_every_other_step(tmp_path, strategy,
                                                                        use_tpu):

@@ -48,7 +48,7 @@ COUNTERS = (
     # Not `each session.run`, `this session(...)`.
     re.compile(rf"\b(?:this|previous|earlier|last|next|each){_GAP}{_COUNTER}\b"
                r"(?!\.\w|\()", re.I),
-    re.compile(rf"\brounds?{_GAP}\d+(?!\d|\.\d)", re.I),
+    re.compile(rf"(?<!--)\brounds?{_GAP}\d+(?!\d|\.\d)", re.I),
 )
 # A counter as a label in a path: `results-s24-bert8.jsonl`, `/tmp/s16/run.jsonl`.
 PATH_LABEL = re.compile(r"(?<=[-/])s\d{1,3}(?=[-/._])")

@@ -153,6 +153,7 @@ def test_tf1_switches_with_eager_on_change_nothing_the_estimator_computes(childr
     assert LOG_LINE not in stderr
 
 
+@pytest.mark.slow
 def test_disable_v2_behavior_trains_the_same_with_eager_off_as_on(children):
     v2_off, stderr = children["v2_off"].result()
     eager_on, _ = children["v2_off_eager_on"].result()

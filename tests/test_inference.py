@@ -528,6 +528,7 @@ def test_evaluate_and_predict_call_model_fn_once_per_replica(tmp_path, strategy,
     assert len(list(est.predict(eval_input_fn(with_labels=False)))) == N_EVAL
     assert calls == ["infer"] * replicas
 
+@pytest.mark.slow
 def test_later_calls_on_eight_replicas_trace_no_input_pipelines_again(tmp_path, monkeypatch):
     """Issue 45: a second train/evaluate/predict on 8 replicas reuses the per-device input
     pipelines' functions the first calls traced (`_tf/device_iterators.py`); input_fn is

@@ -98,6 +98,7 @@ def _summed_losses_model_fn(seen):
     return model_fn
 
 
+@pytest.mark.slow_cases('mirrored8')
 def test_a_scripts_collection_of_tensors_is_each_replicas_own(tmp_path, strategy):
     """Each replica sums only its own loss: the evaluated loss is the global batch's.
 

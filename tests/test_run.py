@@ -150,6 +150,7 @@ def test_mnist_trains_from_data_dir_idx_files(runs):
     assert len(re.findall(r"^Prediction \d: ", stdout, re.M)) == 10
 
 
+@pytest.mark.slow
 def test_tf1_idiom_script_and_its_helper_package_see_the_v1_api(runs):
     stdout, stderr = _assert_ok(runs, "tf1")
     match = re.search(r"TF1 script evaluation: accuracy=([\d.]+) global_step=20", stdout)

@@ -86,7 +86,8 @@ class TrainSession:
             registry=runtime.registry)
         if not hook_runner.checkpoint_hooks() and settings.saves_checkpoints:
             logging.legacy_info("Create CheckpointSaverHook.")  # Legacy's default saver hook.
-        if parameter_servers.is_parameter_server_strategy(runtime.strategy):
+        ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)
+        if ps:
             parameter_servers.log_placement(runtime.registry.by_name())
         with self._compiling(train_loop, iterator):
             if self._checkpoints().restore_latest() is None:
@@ -97,9 +98,7 @@ class TrainSession:
             step = self._read_step()
             policy.begin(step)  # Legacy's session start: the checkpoint of the first step.
         hook_runner.begin(step)
-        ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)
-        if target is not None:
-            target = hook_runner.limit_target(target)
+        target = hook_runner.limit_target(target) if target is not None else None
         listeners = [_HookListener(hook_runner), policy, signals,
                      self._train_reporting(record, cluster_lib.is_chief(runtime.strategy))]
         agreed = preemption.agreed_listeners(runtime.strategy, listeners, signals)
