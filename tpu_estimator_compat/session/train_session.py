@@ -67,8 +67,7 @@ class TrainSession:
         settings, runtime = self._settings, self._runtime
         iterator, source = self._input(input_fn)
         init_plan = warm_start_lib.InitPlan()
-        # Tracing creates the variables; only then can a checkpoint be restored.
-        logging.legacy_info("Calling model_fn.")  # Legacy's, around its graph's build.
+        logging.legacy_info("Calling model_fn.")  # Tracing makes the variables; restore after.
         with warm_start_lib.capture_init_from_checkpoint(init_plan):
             train_loop, record = self._train_loop(iterator, source)
         logging.legacy_info("Done calling model_fn.")
