@@ -10,6 +10,7 @@ TPUEstimator with use_tpu=True on the default strategy and on 8 MirroredStrategy
 import threading
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
