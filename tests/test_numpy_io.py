@@ -58,8 +58,9 @@ def test_unshuffled_batches_equal_legacys(replay, case):
 @pytest.mark.parametrize("case", [name for name, *_ in RECORDER.SHUFFLED])
 def test_shuffled_batches_have_legacys_structure(replay, case):
     """Legacy's RandomShuffleQueue order cannot be replayed; what the queue fixed can: batch
-    sizes, each example `num_epochs` times per thread over the run, and labels kept with their
-    examples (the recorder asserts that on every batch)."""
+    sizes, each example `num_epochs` times per thread over the run, labels kept with their
+    examples (the recorder asserts that on every batch), and the window: an example comes out
+    less than `queue_capacity` places before its place in the feeding order."""
     ours, legacy = replay[1]["numpy"][case], GOLDEN["numpy"][case]
     assert ours["structure"] == legacy["structure"]
     assert ours["batch_sizes"] == legacy["batch_sizes"]
@@ -68,6 +69,10 @@ def test_shuffled_batches_have_legacys_structure(replay, case):
         assert ours["counts"] == legacy["counts"]
     else:
         assert set(ours["counts"]) <= {str(i) for i in range(10)}
+    if "max_lead" in legacy:  # One epoch: no example came out a queue's length early.
+        capacity = dict((name, kwargs) for name, _, kwargs, _ in RECORDER.SHUFFLED)[case].get(
+            "queue_capacity", 1000)
+        assert legacy["max_lead"] < capacity and ours["max_lead"] < capacity
 
 
 def _duplicates(message):

@@ -10,7 +10,8 @@ runners and runs the returned tensors until `OutOfRangeError` (at most `limit` b
 `num_epochs=None`). Recorded: the returned structure (`(features, labels)` or features), each
 tensor's dtype and static shape, and every batch's values. Shuffled cases (legacy's
 RandomShuffleQueue: order not reproducible) record the batch sizes and how many times each
-example came out instead. ERRORS records the type and message of each validation error.
+example came out instead, and for one epoch how far ahead of the feeding order an example
+came out (`max_lead`: below the queue's capacity). ERRORS records the type and message of each validation error.
 Output: tests/goldens/numpy_input/legacy.json.
 
 `record(numpy_input_fn, pandas_input_fn, draw)` runs the same cases on any implementation;
@@ -47,6 +48,8 @@ def _data(name):
         return {"__target_key__": np.arange(3), "__target_key___n": np.arange(3) * 2}, np.arange(3) + 7
     if name == "shuf10":
         return {"a": np.arange(10)}, np.arange(10) * 10
+    if name == "shuf200":
+        return {"a": np.arange(200)}, np.arange(200) * 10
     raise KeyError(name)
 
 
@@ -68,6 +71,8 @@ SHUFFLED = [
     ("shuffle_epochs1_capacity3", "shuf10",
      dict(batch_size=3, shuffle=True, num_epochs=1, queue_capacity=3), 20),
     ("shuffle_forever", "shuf10", dict(batch_size=4, shuffle=True, num_epochs=None), 6),
+    ("window_capacity20", "shuf200",
+     dict(batch_size=5, shuffle=True, num_epochs=1, queue_capacity=20), 50),
     ("threads2_epochs1", "shuf10", dict(batch_size=4, shuffle=False, num_epochs=1, num_threads=2),
      20),
 ]
@@ -148,7 +153,20 @@ def _case_row(make_input_fn, data, kwargs, limit, draw, shuffled):
         if isinstance(b, tuple):  # Labels stay with their example.
             assert np.array_equal(np.asarray(b[1]), np.asarray(feats["a"]) * 10)
     row["counts"] = dict(sorted(counts.items(), key=lambda kv: int(kv[0])))
+    if kwargs.get("num_epochs") == 1 and kwargs.get("num_threads", 1) == 1:
+        row["max_lead"] = _max_lead(batches, len(_leaves(x)[0]))
     return row
+
+
+def _max_lead(batches, length):
+    """How far ahead of its output position an example came out, at most: its place in the
+    feeding stream (rows in order from the random start) minus its place in the output. A
+    queue of capacity C holds at most C rows, so the lead is below C; the start is the one
+    that makes the lead smallest (it is not observable)."""
+    rows = np.concatenate([np.asarray((b[0] if isinstance(b, tuple) else b)["a"])
+                           for b in batches])
+    return int(min(np.max((rows - start) % length - np.arange(len(rows)))
+                   for start in range(length)))
 
 
 def pandas_data(name):
