@@ -167,6 +167,7 @@ def _values(path):
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
+@pytest.mark.slow_cases("mirrored8")  # 48 s on a shared 2-core machine.
 def test_estimator_trains_evaluates_and_predicts_every_example_once(tmp_path, strategy):
     """Training stops at the end of `num_epochs` (legacy's OutOfRange), with the weights the
     same batches give from a dataset; evaluate and predict see every example once, in order,
