@@ -174,7 +174,7 @@ def pandas_data(name):
 
     index = np.arange(100, 106)
     x = pd.DataFrame({"b": np.arange(32, 38), "a": np.arange(6, dtype=np.float32),
-                      "target": np.arange(6) * 3}, index=index)
+                      "target": np.arange(6) * 3, "s": list("uvwxyz")}, index=index)
     if name == "series":
         return x[["b", "a"]], pd.Series(np.arange(-6, 0), index=index)
     if name == "frame_y":
