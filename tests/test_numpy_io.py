@@ -142,6 +142,26 @@ def test_several_threads_each_read_num_epochs_and_warn_as_legacy(caplog):
     assert "shuffle=False and num_threads > 1" in caplog.text
 
 
+
+def test_tf1_graph_gets_a_one_shot_iterator_and_no_queue_runner():
+    """In a TF1 graph the tensors give the next batch at every run; `start_queue_runners`
+    finds nothing to start (legacy registered a feeding queue runner)."""
+    with tf.Graph().as_default() as graph, v1.Session() as sess:
+        features = numpy_io.numpy_input_fn({"a": np.arange(3)}, batch_size=2,
+                                           shuffle=False)()
+        assert not graph.get_collection(v1.GraphKeys.QUEUE_RUNNERS)
+        assert [sess.run(features)["a"].tolist() for _ in range(2)] == [[0, 1], [2]]
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(features)
+
+
+def test_inside_a_tf_function_the_first_batch():
+    @tf.function
+    def first():
+        return numpy_io.numpy_input_fn(np.arange(5) * 2, batch_size=3, shuffle=False)()
+
+    np.testing.assert_array_equal(first(), [0, 2, 4])
+
 # --- Through the plain Estimator -------------------------------------------------------
 
 _RNG = np.random.RandomState(0)
