@@ -151,7 +151,8 @@ def batched_columns(columns: Mapping[str, np.ndarray], *, batch_size: int,
         rows = _thread_indices(starts[0], length, num_epochs)
     else:  # Threads take turns of one enqueue (batch_size rows) each.
         rows = tf.data.Dataset.from_tensor_slices(np.asarray(starts, np.int64)).interleave(
-            lambda start: _thread_indices(start, length, num_epochs),
+            tf.autograph.experimental.do_not_convert(
+                lambda start: _thread_indices(start, length, num_epochs)),
             cycle_length=num_threads, block_length=batch_size)
     if shuffle:
         # The RandomShuffleQueue drew from up to `queue_capacity` enqueued rows; its seed was
