@@ -339,11 +339,14 @@ PRIVATE_SOURCES = ("", "tpu", "export", "experimental", "inputs", "tpu.experimen
 
 def private_verdict(module: str, name: str) -> tuple[str, str]:
     """(status, note) for `name` in `tensorflow_estimator.python.estimator.<module>`;
-    an empty `name` is the module itself."""
+    an empty `name` is the module itself. With the real package installed, a MODEL module's
+    names are its own (the tables do not list them): served."""
     if module not in PRIVATE_ESTIMATOR_MODULES:
         return REFUSED, ESTIMATOR_HINT
     if not name:
         return SERVED, ""
+    if package_installed() and hybrid_owner(module) == MODEL:
+        return SERVED, ""  # The package's own module, with its own names.
     if name in PRIVATE_EMBEDDING_NAMES.get(module, ()):
         full = f"tpu.experimental.{name}"
         return (CHANGED, CHANGED_NOTES[full]) if full in CHANGED_NOTES else (SERVED, "")

@@ -200,6 +200,10 @@ def _build_hybrid(fullname: str) -> types.ModuleType | None:
         return None
     relative = fullname[len(_TFE_PRIVATE) + 1:]
     if estimator_map.hybrid_owner(relative) != estimator_map.ENGINE:
+        parent = sys.modules.get(fullname.rpartition(".")[0])
+        path = getattr(parent, "__path__", None)
+        if path is not None and importlib.machinery.PathFinder.find_spec(fullname, path) is None:
+            raise _no_such_module(fullname)  # Our error, not Python's "No module named".
         return None
     library = estimator_map.HYBRID_LIBRARY_MODULES.get(relative)
     if library is not None and importlib.util.find_spec(library) is not None:
