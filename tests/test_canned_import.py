@@ -150,13 +150,14 @@ def _train_input_fn():
 
 
 @needs_package
+@pytest.mark.slow_cases("Baseline*", "Linear*", "DNNLinear*")
 @pytest.mark.parametrize("name", _CLASSES)
 def test_v1_canned_classifier_trains_and_evaluates(tmp_path, name):
     est = _build(name, False, tmp_path)
-    est.train(_train_input_fn, steps=3)
+    est.train(_train_input_fn, steps=2)
     metrics = est.evaluate(_train_input_fn, steps=2)
     assert sorted(metrics) == ["accuracy", "average_loss", "global_step", "loss"]
-    assert metrics["global_step"] == 3
+    assert metrics["global_step"] == 2
     assert np.isfinite(metrics["loss"])
 
 
