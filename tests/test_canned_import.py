@@ -79,6 +79,9 @@ def test_engine_paths_are_ours_and_model_modules_the_package_s():
     assert served["training"].train_and_evaluate is tf.estimator.train_and_evaluate
     assert served["tpu.tpu_estimator"].TPUEstimator is tpu_estimator_compat.TPUEstimator
     assert served["estimator"]._load_global_step_from_checkpoint_dir("/nonexistent") == 0
+    assert served["run_config"].TaskType.EVALUATOR == "evaluator"
+    for name in ("_canned_estimator_api_gauge", "_estimator_api_gauge"):
+        assert hasattr(getattr(served["estimator"], name), "get_cell"), name
     for relative in ("canned.dnn", "head.multi_class_head", "early_stopping", "exporter"):
         assert estimator_map.hybrid_owner(relative) == estimator_map.MODEL
         module = importlib.import_module(f"{_TFE}.{relative}")

@@ -328,6 +328,7 @@ PRIVATE_EMBEDDING_NAMES = {
 PRIVATE_HELPER_NAMES = {
     "estimator": ("_load_global_step_from_checkpoint_dir", "EstimatorV2",
                   "_canned_estimator_api_gauge", "_estimator_api_gauge"),
+    "run_config": ("TaskType",),  # tensorflow-estimator's own tests read it there.
     # The heads build `model_fn._TPUEstimatorSpec(...).as_estimator_spec()`.
     "model_fn": ("_TPUEstimatorSpec", "LOSS_METRIC_KEY", "AVERAGE_LOSS_METRIC_KEY"),
     "tpu.tpu_estimator": ("ExportSavedModelApiVersion",),

@@ -111,6 +111,10 @@ def _private_members(relative: str) -> dict[str, Any]:
 
         gauges = estimator_seam.api_gauges()
         helpers.update(_estimator_api_gauge=gauges[0], _canned_estimator_api_gauge=gauges[1])
+    if "TaskType" in wanted:
+        from tpu_estimator_compat.cluster import tf_config
+
+        helpers["TaskType"] = tf_config.TaskType
     if "_TPUEstimatorSpec" in wanted:
         from tpu_estimator_compat import spec as spec_lib
 
