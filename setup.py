@@ -18,6 +18,9 @@ setuptools.setup(
         "tensorflow>=2.16,<2.22",
         "tf-keras>=2.16,<2.22",
         "absl-py",
+        # The canned estimators and heads (model code only; the engine is this library's).
+        # Its wheel declares no requirements, so no TensorFlow pin comes with it.
+        "tensorflow-estimator==2.15.0",
         # Serves tf.contrib.layers/framework/metrics/slim under their legacy variable names.
         "tf-slim>=1.1",
         # host_call's tf.summary.scalar needs it; TF 2.21 does not install it.

@@ -384,6 +384,26 @@ def test_partitioned_embedding_is_refused_naming_partitioner(tmp_path):
         est.train(case.train_input, max_steps=2)
 
 
+def one_part_model_fn(features, labels, mode, params):
+    """A partitioner that yields one part: the v1 canned estimators' min_max partitioner
+    without parameter servers."""
+    table = v1.get_variable("table", [zoo.VOCAB, 4],
+                            partitioner=v1.min_max_variable_partitioner(max_partitions=1))
+    embedded = tf.reshape(tf.nn.embedding_lookup(table, features["ids"]), [-1, 64 * 4])
+    logits = v1.layers.dense(embedded, 10)
+    return zoo._classifier_spec(mode, logits, labels, params,
+                                lambda step: v1.train.AdagradOptimizer(0.1))
+
+
+def test_one_part_partitioner_makes_the_whole_variable_under_its_own_name(tmp_path):
+    case = Case(one_part_model_fn, *_three(zoo.token_input_fn), expect_names=())
+    est = make_estimator(case, make_strategy("default"), str(tmp_path))
+    est.train(case.train_input, max_steps=2)
+    shapes = dict(tf.train.list_variables(str(tmp_path)))
+    assert shapes["table"] == [zoo.VOCAB, 4]
+    assert not [name for name in shapes if "part_" in name]
+
+
 def test_eval_metrics_with_one_value_per_step_on_cpu(tmp_path):
     case = dataclasses.replace(CASES["gan_two_optimizers"], use_tpu=False,
                                params={"scalar_eval_tensor": True})

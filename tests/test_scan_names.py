@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tpu_estimator_compat
+from tpu_estimator_compat.api import estimator as estimator_lib
 from tpu_estimator_compat.legacy import estimator_map
 from tpu_estimator_compat.legacy import estimator_names
 from tpu_estimator_compat.legacy import namespaces
@@ -42,7 +43,7 @@ def _namespace(root, namespace):
 @pytest.mark.parametrize("namespace", estimator_map.NAMESPACES)
 def test_every_served_or_refused_estimator_name_has_that_verdict(namespace):
     module = _namespace(estimator_names.build_estimator_namespace(), namespace)
-    members = {n: v for n, v in vars(module).items() if not n.startswith("_")}
+    members = {n: getattr(module, n) for n in namespaces.public_names(module)}
     assert members, namespace
     for name, value in members.items():
         verdict = names.judge(".".join(filter(None, ["tf.estimator", namespace, name])))
@@ -57,7 +58,7 @@ def test_every_estimator_verdict_is_what_the_namespace_does(namespace):
     module = _namespace(estimator_names.build_estimator_namespace(), namespace)
     tabled = set(estimator_map.served_names()[namespace]) | set(
         estimator_map.refused_names()[namespace])
-    assert tabled == {n for n in vars(module) if not n.startswith("_")}
+    assert tabled == namespaces.public_names(module)
     verdict = names.judge(".".join(filter(None, ["tf.estimator", namespace, "NoSuchName"])))
     assert verdict.status == names.REFUSED
     with pytest.raises(namespaces.LegacySymbolError) as raised:
@@ -65,19 +66,33 @@ def test_every_estimator_verdict_is_what_the_namespace_does(namespace):
     assert verdict.note in str(raised.value)
 
 
+def _real_model_module(prefix, module):
+    """True for a module the real tensorflow-estimator serves itself (the hybrid route)."""
+    return (prefix == estimator_map.TFE_PRIVATE and estimator_map.package_installed()
+            and estimator_map.hybrid_owner(module) == estimator_map.MODEL)
+
+
 @pytest.mark.parametrize("module", sorted(estimator_map.PRIVATE_ESTIMATOR_MODULES))
 def test_private_estimator_modules_import_as_the_scan_says(module):
     for prefix in ("tensorflow_estimator.python.estimator", "tensorflow.python.estimator"):
         served = importlib.import_module(f"{prefix}.{module}")
         assert names.judge(f"{prefix}.{module}").status == names.SERVED
+        if _real_model_module(prefix, module):
+            assert not isinstance(served, namespaces.AliasNamespace)
+            assert names.judge(f"{prefix}.{module}.AnyName").status == names.SERVED
+            continue
         extra = (estimator_map.PRIVATE_HELPER_NAMES.get(module, ())
                  + estimator_map.PRIVATE_EMBEDDING_NAMES.get(module, ()))
         for name in extra + ("TPUEstimator", "PredictOutput", "LoggingTensorHook"):
             assert hasattr(served, name)
             assert names.judge(f"{prefix}.{module}.{name}").status in (names.SERVED,
                                                                         names.CHANGED), name
-        assert names.judge(f"{prefix}.{module}.DNNClassifier").status == names.REFUSED
-        assert _is_placeholder(served.DNNClassifier)
+        if estimator_map.package_installed():
+            assert names.judge(f"{prefix}.{module}.DNNClassifier").status == names.SERVED
+            assert issubclass(served.DNNClassifier, estimator_lib.Estimator)
+        else:
+            assert names.judge(f"{prefix}.{module}.DNNClassifier").status == names.REFUSED
+            assert _is_placeholder(served.DNNClassifier)
 
 
 def test_unknown_private_module_is_refused_by_both():

@@ -163,13 +163,14 @@ _SCOPED_ARGS = {
 }
 
 _SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py",
-                 "_tf/device_iterators.py")
+                 "_tf/device_iterators.py", "_tf/estimator_seam.py")
 
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {
     "_getframe": "CPython's documented sys._getframe (keras_env reads its caller's module)",
     "_fields": "collections.namedtuple's documented field names (loop/inference_loop.py)",
     "_alias_hint": "aliases.AliasNamespace's own hint, read by legacy_imports",
+    "_alias_lazy": "namespaces.AliasNamespace's own lazy members, listed by public_names",
     "_contrib_tree": "contrib_namespace's own root module state, read by its module_at",
     "_contrib_path": "contrib_namespace.ContribModule's own path, read by its tree",
     "_alias_sources": "aliases.AliasNamespace's own member sources, read by contrib_namespace",

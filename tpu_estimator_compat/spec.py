@@ -243,6 +243,36 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", [
         return EstimatorSpec(**fields)
 
 
+# The metric keys legacy `model_fn.py` defined (the heads read them from that module).
+LOSS_METRIC_KEY = "loss"
+AVERAGE_LOSS_METRIC_KEY = "average_loss"
+
+
+def call_logit_fn(logit_fn: Callable, features: Any, mode: str, params: Any,
+                  config: Any) -> Any:
+    """Legacy `tf.estimator.experimental.call_logit_fn`: calls `logit_fn(features=...)` with
+    whichever of `mode`, `params` and `config` it names, and checks it returned logits.
+
+    Legacy kept it in `model_fn.py`, a module this library serves at that path.
+
+    Raises:
+        ValueError: `logit_fn` returned neither a Tensor nor a dict of str to Tensors.
+    """
+    try:
+        names = set(inspect.signature(logit_fn).parameters)
+    except (TypeError, ValueError):
+        names = set()
+    offered = {"mode": mode, "params": params, "config": config}
+    logits = logit_fn(features=features, **{k: v for k, v in offered.items() if k in names})
+    is_dict = isinstance(logits, dict) and all(
+        isinstance(k, str) and _is_tensor(v) for k, v in logits.items())
+    if not (is_dict or _is_tensor(logits)):
+        raise ValueError(
+            "logit_fn should return a Tensor or a dictionary mapping strings to Tensors.  "
+            "logit_fn returned: {}".format(logits))
+    return logits
+
+
 def _positional_arg_count(fn: Callable) -> int | None:
     """Counts the positional parameters of `fn`; None if it takes *args or is opaque."""
     try:

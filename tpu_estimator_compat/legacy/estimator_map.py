@@ -21,6 +21,8 @@ Names are relative to `tf.estimator` (`tpu.TPUEstimator`, `export.PredictOutput`
   `LegacySymbolError` with `ESTIMATOR_HINT` (or the namespace's hint) at the attribute.
 """
 
+import functools
+
 SERVED = "served"
 CHANGED = "changed"
 REFUSED = "refused"
@@ -51,6 +53,9 @@ TRAINING_NAMES = ("train_and_evaluate", "TrainSpec", "EvalSpec", "LatestExporter
 TOP_NAMES = ("Estimator", "ModeKeys", "EstimatorSpec", "RunConfig", "Exporter", "VocabInfo",
              "WarmStartSettings")
 EMBEDDING_NAMES = ("EmbeddingConfigSpec",)  # `tf.estimator.tpu.experimental`.
+# `tf.estimator.experimental` names of this library's own (`spec.call_logit_fn`: legacy kept it
+# in `model_fn.py`, an engine module served by this library).
+EXPERIMENTAL_NAMES = ("call_logit_fn",)
 
 ESTIMATOR_HINT = (
     "tpu_estimator_compat runs `Estimator` and `TPUEstimator`: the canned estimators are not "
@@ -96,7 +101,7 @@ UNAVAILABLE_FUNCTIONS: dict[str, dict[str, str]] = {
     "experimental": {
         "build_raw_supervised_input_receiver_fn": "Export the serving graph with "
                                                   "`build_raw_serving_input_receiver_fn`.",
-        "call_logit_fn": _MODEL_FN_HINT, "dnn_logit_fn_builder": _MODEL_FN_HINT,
+        "dnn_logit_fn_builder": _MODEL_FN_HINT,
         "linear_logit_fn_builder": _MODEL_FN_HINT,
         **{name: _HOOK_HINT for name in (
             "make_early_stopping_hook", "make_stop_at_checkpoint_step_hook",
@@ -105,6 +110,58 @@ UNAVAILABLE_FUNCTIONS: dict[str, dict[str, str]] = {
     },
     "inputs": {"numpy_input_fn": _INPUT_HINT, "pandas_input_fn": _INPUT_HINT},
 }
+# The names legacy's `tf.compat.v1.estimator` took from tensorflow-estimator's MODEL code
+# (`module:attribute`, relative to `TFE_PRIVATE`), by namespace: with tensorflow-estimator
+# 2.15.0 installed they are the package's own objects, imported on first use and built on this
+# library's engine modules (`ENGINE_MODULES`); without it they stay the placeholders above.
+# `tf.estimator` (v2) took the `V2` classes for the ones in `PACKAGE_NAMES_V2`; this library
+# serves one namespace at both roots, with the v1 variants (TF1 code, and the launcher's TF1
+# mode, reach `tf.compat.v1.estimator`; they take v1 optimizers, as TF1 scripts pass).
+_CANNED = {"Baseline": "baseline", "DNN": "dnn", "DNNLinearCombined": "dnn_linear_combined",
+           "Linear": "linear"}
+_HEADS = {"Head": "base_head", "BinaryClassHead": "binary_class_head",
+          "LogisticRegressionHead": "regression_head", "MultiClassHead": "multi_class_head",
+          "MultiHead": "multi_head", "MultiLabelHead": "multi_label_head",
+          "PoissonRegressionHead": "regression_head", "RegressionHead": "regression_head"}
+_EARLY_STOPPING = ("make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook",
+                   "stop_if_no_decrease_hook", "stop_if_no_increase_hook")
+PACKAGE_NAMES: dict[str, dict[str, str]] = {
+    "": {
+        **{f"{family}{kind}": f"canned.{module}:{family}{kind}"
+           for family, module in _CANNED.items()
+           for kind in ("Classifier", "Estimator", "Regressor")},
+        **{name: f"head.{module}:{name}" for name, module in _HEADS.items()},
+        "FinalExporter": "exporter:FinalExporter",
+        "add_metrics": "extenders:add_metrics",
+        "classifier_parse_example_spec": "canned.parsing_utils:classifier_parse_example_spec",
+        "regressor_parse_example_spec": "canned.parsing_utils:regressor_parse_example_spec",
+    },
+    "experimental": {
+        "InMemoryEvaluatorHook": "hooks.hooks:InMemoryEvaluatorHook",
+        "KMeans": "canned.kmeans:KMeansClustering",
+        "LinearSDCA": "canned.linear:LinearSDCA",
+        # Legacy v2 only; served at the one namespace as well.
+        "RNNClassifier": "canned.rnn:RNNClassifier", "RNNEstimator": "canned.rnn:RNNEstimator",
+        "build_raw_supervised_input_receiver_fn":
+            "export.export:build_raw_supervised_input_receiver_fn",
+        "dnn_logit_fn_builder": "canned.dnn:dnn_logit_fn_builder",
+        "linear_logit_fn_builder": "canned.linear:linear_logit_fn_builder",
+        "make_stop_at_checkpoint_step_hook": "hooks.hooks:make_stop_at_checkpoint_step_hook",
+        **{name: f"early_stopping:{name}" for name in _EARLY_STOPPING},
+    },
+    "export": {"EvalOutput": "export.export_output:EvalOutput"},
+}
+# Where legacy `tf.estimator` (v2) differed: not served yet (one namespace, see above).
+PACKAGE_NAMES_V2 = {
+    **{f"{family}{kind}": f"canned.{module}:{family}{kind}V2"
+       for family, module in _CANNED.items() for kind in ("Classifier", "Estimator", "Regressor")},
+    "classifier_parse_example_spec": "canned.parsing_utils:classifier_parse_example_spec_v2",
+    "regressor_parse_example_spec": "canned.parsing_utils:regressor_parse_example_spec_v2",
+}
+PACKAGE_HINT = ("Install tensorflow-estimator==2.15.0 (a dependency of tpu_estimator_compat: "
+                "`pip install --no-deps tensorflow-estimator==2.15.0`) to run it on this "
+                "library's engine.")
+
 # The sub-namespaces, each a module of its own (`from tensorflow.compat.v1.estimator import tpu`).
 NAMESPACES = ("", "tpu", "tpu.experimental", "export", "experimental", "inputs")
 
@@ -117,18 +174,38 @@ CHANGED_NOTES = {
 }
 
 
+@functools.lru_cache(maxsize=None)
+def package_installed() -> bool:
+    """True when tensorflow-estimator is importable from `sys.path` (looked up once, not
+    imported; the import hook's own `tensorflow_estimator` module does not count)."""
+    import importlib.machinery
+
+    return importlib.machinery.PathFinder.find_spec(TFE) is not None
+
+
 def served_names() -> dict[str, tuple[str, ...]]:
     """The names each namespace serves (not the placeholders), by namespace."""
+    package = ({ns: tuple(names) for ns, names in PACKAGE_NAMES.items()}
+               if package_installed() else {})
     return {"": (("tpu", "export", "experimental", "inputs") + TOP_NAMES + V1_TRAIN_HOOK_NAMES
-                 + TRAINING_NAMES),
+                 + TRAINING_NAMES + package.get("", ())),
             "tpu": ("experimental",) + TPU_NAMES, "tpu.experimental": EMBEDDING_NAMES,
-            "export": EXPORT_NAMES, "experimental": (), "inputs": ()}
+            "export": EXPORT_NAMES + package.get("export", ()),
+            "experimental": EXPERIMENTAL_NAMES + package.get("experimental", ()),
+            "inputs": ()}
 
 
 def refused_names() -> dict[str, dict[str, str]]:
     """{namespace: {name: hint}}: the placeholders each namespace holds."""
-    return {ns: {**UNAVAILABLE_CLASSES.get(ns, {}), **UNAVAILABLE_FUNCTIONS.get(ns, {})}
-            for ns in NAMESPACES}
+    installed = package_installed()
+    refused = {}
+    for ns in NAMESPACES:
+        package = PACKAGE_NAMES.get(ns, {})
+        hints = {**UNAVAILABLE_CLASSES.get(ns, {}), **UNAVAILABLE_FUNCTIONS.get(ns, {})}
+        refused[ns] = {name: f"{PACKAGE_HINT} {hint}" if name in package else hint
+                       for name, hint in hints.items()
+                       if not (installed and name in package)}
+    return refused
 
 
 def namespace_hint(namespace: str) -> str:
@@ -188,6 +265,55 @@ tpu._tpu_estimator_embedding tpu.error_handling tpu.iteration_count_estimator tp
 tpu.tpu_context tpu.tpu_estimator tpu.util training util
 """.split())
 
+# With tensorflow-estimator 2.15.0 installed, who serves each module of its tree (relative to
+# `TFE_PRIVATE`; an entry covers its submodules, the longest entry decides). ENGINE: this
+# library's module is served at the path, so the package's model code, which imports the path,
+# builds on this library's engine (`class DNNClassifierV2(estimator.EstimatorV2)` subclasses
+# our `Estimator`). MODEL: the package's own module, imported by Python as usual. The rule: the
+# real module serves when it only builds graph objects in the current graph and calls
+# Estimator's public API; ours when it is the engine (Session, queue runners, its training
+# loop) or needs a module TF 2.16 removed. migration_guide/estimator.md (Design) gives each
+# decision's measurement.
+ENGINE = "engine"
+MODEL = "model"
+HYBRID_MODULES: dict[str, tuple[str, str]] = {
+    "estimator": (ENGINE, "Estimator/EstimatorV2 are the base class of every canned estimator"),
+    "run_config": (ENGINE, "RunConfig; the real one reads the removed estimator_training"),
+    "model_fn": (ENGINE, "EstimatorSpec: the heads build model_fn.EstimatorSpec and "
+                         "_TPUEstimatorSpec, which the engine must accept"),
+    "training": (ENGINE, "train_and_evaluate runs the engine; the real one a Session loop"),
+    "tpu": (ENGINE, "TPUEstimator and its configuration are this library's"),
+    "inputs.numpy_io": (ENGINE, "the real one feeds a queue runner"),
+    "inputs.pandas_io": (ENGINE, "the real one feeds a queue runner"),
+    "canned": (MODEL, "feature columns, Keras layers, a head: graph building only"),
+    "head": (MODEL, "losses, metrics, predictions, train_op from an optimizer"),
+    "early_stopping": (MODEL, "hooks reading the eval dir's events"),
+    "keras_lib": (MODEL, "model_to_estimator: a model_fn over the Keras model"),
+    "exporter": (MODEL, "FinalExporter calls Estimator.export_saved_model"),
+    "export": (MODEL, "receivers and export outputs (TF's own classes)"),
+    "hooks": (MODEL, "TF's session hooks, InMemoryEvaluatorHook"),
+    "inputs": (MODEL, "re-exports numpy_io/pandas_io"),
+    "extenders": (MODEL, "add_metrics wraps a model_fn"),
+    "estimator_lib": (MODEL, "re-exports"), "estimator_export": (MODEL, "API decorators"),
+    "mode_keys": (MODEL, "constants"), "util": (MODEL, "helpers"), "gc": (MODEL, "helpers"),
+    "tools": (MODEL, "checkpoint converter"), "api": (MODEL, "the generated API tree"),
+}
+# This library's modules served at ENGINE paths that are not alias namespaces; a module not
+# present yet (written by other work) falls back to the alias namespace and its placeholders.
+HYBRID_LIBRARY_MODULES = {"inputs.numpy_io": "tpu_estimator_compat.inputs.numpy_io",
+                          "inputs.pandas_io": "tpu_estimator_compat.inputs.pandas_io"}
+
+
+def hybrid_owner(relative: str) -> str:
+    """ENGINE or MODEL for `TFE_PRIVATE.<relative>` when the real package is installed."""
+    parts = relative.split(".")
+    for i in range(len(parts), 0, -1):
+        entry = HYBRID_MODULES.get(".".join(parts[:i]))
+        if entry is not None:
+            return entry[0]
+    return MODEL
+
+
 # Names of this library's embedding config (`embedding/config.py`) legacy's private TPU modules
 # re-exported, by module.
 TPU_EMBEDDING_EXPORTS = ("AdagradParameters", "AdamParameters", "EmbeddingConfigSpec",
@@ -200,7 +326,11 @@ PRIVATE_EMBEDDING_NAMES = {
 # Private helpers real code called through the private module paths, by module
 # (`import_hook.py` defines them).
 PRIVATE_HELPER_NAMES = {
-    "estimator": ("_load_global_step_from_checkpoint_dir", "EstimatorV2"),
+    "estimator": ("_load_global_step_from_checkpoint_dir", "EstimatorV2",
+                  "_canned_estimator_api_gauge", "_estimator_api_gauge"),
+    "run_config": ("TaskType",),  # tensorflow-estimator's own tests read it there.
+    # The heads build `model_fn._TPUEstimatorSpec(...).as_estimator_spec()`.
+    "model_fn": ("_TPUEstimatorSpec", "LOSS_METRIC_KEY", "AVERAGE_LOSS_METRIC_KEY"),
     "tpu.tpu_estimator": ("ExportSavedModelApiVersion",),
 }
 # Where a private module's public names are looked up, in order (legacy private modules
@@ -210,11 +340,14 @@ PRIVATE_SOURCES = ("", "tpu", "export", "experimental", "inputs", "tpu.experimen
 
 def private_verdict(module: str, name: str) -> tuple[str, str]:
     """(status, note) for `name` in `tensorflow_estimator.python.estimator.<module>`;
-    an empty `name` is the module itself."""
+    an empty `name` is the module itself. With the real package installed, a MODEL module's
+    names are its own (the tables do not list them): served."""
     if module not in PRIVATE_ESTIMATOR_MODULES:
         return REFUSED, ESTIMATOR_HINT
     if not name:
         return SERVED, ""
+    if package_installed() and hybrid_owner(module) == MODEL:
+        return SERVED, ""  # The package's own module, with its own names.
     if name in PRIVATE_EMBEDDING_NAMES.get(module, ()):
         full = f"tpu.experimental.{name}"
         return (CHANGED, CHANGED_NOTES[full]) if full in CHANGED_NOTES else (SERVED, "")

@@ -4,14 +4,16 @@
 that tools read without TensorFlow) of tensorflow-estimator 2.15.0's
 `tf.estimator` / `tf.compat.v1.estimator` onto this library (`Estimator`, TPUEstimator, their specs and
 configuration, train_and_evaluate, the export receivers), onto TensorFlow (the v1 session
-hooks) or onto a placeholder that raises with a hint when used (the canned estimators this
-library does not run). `legacy/aliases.py` installs it; the import hook serves it under module
+hooks), onto tensorflow-estimator's model code (canned estimators, heads, early stopping:
+loaded on first use, built on this library's engine through the import hook) or, without that
+package, onto a placeholder that raises with a hint when used. `legacy/aliases.py` installs it; the import hook serves it under module
 paths. It knows nothing of how the names are installed or served.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import importlib
+from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
@@ -24,7 +26,8 @@ from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
 from tpu_estimator_compat.embedding import config as embedding_config
 from tpu_estimator_compat.export import saved_model as export_lib
 from tpu_estimator_compat.legacy import estimator_map
-from tpu_estimator_compat.legacy.namespaces import (AliasNamespace, unavailable_class,
+from tpu_estimator_compat.legacy.namespaces import (AliasNamespace, LegacySymbolError,
+                                                    installed, unavailable_class,
                                                     unavailable_function)
 
 _ESTIMATOR_MODULE = estimator_map.ESTIMATOR_MODULE
@@ -42,17 +45,44 @@ def tpu_estimator_members() -> dict[str, Any]:
 
 def _unavailable_members(namespace: str) -> dict[str, Any]:
     prefix = "tf.estimator." + (f"{namespace}." if namespace else "")
-    members = {n: unavailable_class(prefix + n, hint)
-               for n, hint in estimator_map.UNAVAILABLE_CLASSES.get(namespace, {}).items()}
-    members.update({n: unavailable_function(prefix + n, hint)
-                    for n, hint in estimator_map.UNAVAILABLE_FUNCTIONS.get(namespace, {}).items()})
-    return members
+    classes = estimator_map.UNAVAILABLE_CLASSES.get(namespace, {})
+    return {n: (unavailable_class if n in classes else unavailable_function)(prefix + n, hint)
+            for n, hint in estimator_map.refused_names()[namespace].items()}
+
+
+def _package_loader(target: str) -> Callable[[], Any]:
+    """Loads `module:attribute` of tensorflow-estimator's tree on first use.
+
+    The package's model modules import its engine paths, which the import hook serves from
+    this library; without the hook they would load the package's own engine, which does not
+    import on this TensorFlow. So the load refuses until `install_aliases` has run.
+    """
+    module, _, attribute = target.partition(":")
+
+    def load() -> Any:
+        if not installed():
+            raise LegacySymbolError(
+                f"`{estimator_map.TFE_PRIVATE}.{module}.{attribute}` is served on this "
+                "library's engine once legacy names are installed: call "
+                "`tpu_estimator_compat.install_aliases()` first.")
+        return getattr(importlib.import_module(f"{estimator_map.TFE_PRIVATE}.{module}"),
+                       attribute)
+
+    return load
+
+
+def _package_members(namespace: str) -> dict[str, Callable[[], Any]]:
+    """The lazy members tensorflow-estimator supplies, when it is installed."""
+    if not estimator_map.package_installed():
+        return {}
+    return {name: _package_loader(target)
+            for name, target in estimator_map.PACKAGE_NAMES.get(namespace, {}).items()}
 
 
 def _sub_namespace(name: str, doc: str, members: Mapping[str, Any]) -> AliasNamespace:
     return AliasNamespace(f"{_ESTIMATOR_MODULE}.{name}", f"tf.estimator.{name}", doc,
                           members={**_unavailable_members(name), **members},
-                          hint=ESTIMATOR_HINT)
+                          hint=ESTIMATOR_HINT, lazy=_package_members(name))
 
 
 def build_estimator_namespace() -> AliasNamespace:
@@ -69,7 +99,8 @@ def build_estimator_namespace() -> AliasNamespace:
         "export": _sub_namespace("export", "Serving input receivers and export outputs.",
                                  {name: getattr(export_lib, name)
                                   for name in estimator_map.EXPORT_NAMES}),
-        "experimental": _sub_namespace("experimental", "Legacy experimental estimators.", {}),
+        "experimental": _sub_namespace("experimental", "Legacy experimental estimators.",
+                                       {"call_logit_fn": spec_lib.call_logit_fn}),
         "inputs": _sub_namespace("inputs", "Legacy numpy/pandas input_fns.", {}),
         "Estimator": estimator_lib.Estimator,
         "ModeKeys": spec_lib.ModeKeys,
@@ -85,4 +116,4 @@ def build_estimator_namespace() -> AliasNamespace:
     members["WarmStartSettings"] = warm_start_lib.WarmStartSettings
     return AliasNamespace(_ESTIMATOR_MODULE, "tf.estimator",
                           "Legacy tf.estimator names served by tpu_estimator_compat.",
-                          members=members, hint=ESTIMATOR_HINT)
+                          members=members, hint=ESTIMATOR_HINT, lazy=_package_members(""))

@@ -26,6 +26,7 @@ import enum
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import threading
 import types
@@ -102,8 +103,24 @@ def _private_members(relative: str) -> dict[str, Any]:
     re-exported the embedding spec and three parameter classes."""
     helpers = {"_load_global_step_from_checkpoint_dir": _load_global_step_from_checkpoint_dir,
                "ExportSavedModelApiVersion": ExportSavedModelApiVersion}
-    if "EstimatorV2" in estimator_map.PRIVATE_HELPER_NAMES.get(relative, ()):
+    wanted = estimator_map.PRIVATE_HELPER_NAMES.get(relative, ())
+    if "EstimatorV2" in wanted:
         helpers["EstimatorV2"] = _estimator().Estimator  # Legacy's name of the TF2 class.
+    if "_canned_estimator_api_gauge" in wanted:
+        from tpu_estimator_compat._tf import estimator_seam
+
+        gauges = estimator_seam.api_gauges()
+        helpers.update(_estimator_api_gauge=gauges[0], _canned_estimator_api_gauge=gauges[1])
+    if "TaskType" in wanted:
+        from tpu_estimator_compat.cluster import tf_config
+
+        helpers["TaskType"] = tf_config.TaskType
+    if "_TPUEstimatorSpec" in wanted:
+        from tpu_estimator_compat import spec as spec_lib
+
+        helpers.update(_TPUEstimatorSpec=spec_lib.TPUEstimatorSpec,
+                       LOSS_METRIC_KEY=spec_lib.LOSS_METRIC_KEY,
+                       AVERAGE_LOSS_METRIC_KEY=spec_lib.AVERAGE_LOSS_METRIC_KEY)
     members = _tpu_embedding_names(estimator_map.PRIVATE_EMBEDDING_NAMES.get(relative, ()))
     members.update({name: helpers[name]
                     for name in estimator_map.PRIVATE_HELPER_NAMES.get(relative, ())})
@@ -156,9 +173,48 @@ def _build_private_estimator(name: str, relative: str,
 
 
 def _build_tensorflow_estimator(name: str) -> types.ModuleType:
-    """`tensorflow_estimator`: its `estimator` attribute was the v1 `tf.estimator` API."""
-    return _namespace(name, name, [], members={"estimator": _estimator()},
-                      hint=estimator_names.ESTIMATOR_HINT)
+    """`tensorflow_estimator`: its `estimator` attribute was the v1 `tf.estimator` API.
+
+    With the real package installed, this module takes the package's `__path__`, so its
+    model modules (`python.estimator.canned.dnn`, ...) load from it through the normal import
+    system while its `__init__` (the generated API tree, which would import every module at
+    once) never runs; the stand-ins those modules need are put in place first.
+    """
+    members: dict[str, Any] = {"estimator": _estimator()}
+    spec = _real_package_spec()
+    if spec is not None:
+        from tpu_estimator_compat._tf import estimator_seam
+
+        estimator_seam.install()
+        members["__path__"] = list(spec.submodule_search_locations or ())
+    return _namespace(name, name, [], members=members, hint=estimator_names.ESTIMATOR_HINT)
+
+
+def _real_package_spec() -> importlib.machinery.ModuleSpec | None:
+    """tensorflow-estimator's spec on `sys.path`, None when it is not installed."""
+    if not estimator_map.package_installed():
+        return None
+    return importlib.machinery.PathFinder.find_spec(_TFE)
+
+
+def _build_hybrid(fullname: str) -> types.ModuleType | None:
+    """Under the real package: this library's module at an ENGINE path, None (the package's
+    own module, loaded by Python) elsewhere (`estimator_map.HYBRID_MODULES`)."""
+    if not _under(fullname, _TFE_PRIVATE) or fullname == _TFE_PRIVATE:
+        return None
+    relative = fullname[len(_TFE_PRIVATE) + 1:]
+    if estimator_map.hybrid_owner(relative) != estimator_map.ENGINE:
+        parent = sys.modules.get(fullname.rpartition(".")[0])
+        path = getattr(parent, "__path__", None)
+        if path is not None and importlib.machinery.PathFinder.find_spec(fullname, path) is None:
+            raise _no_such_module(fullname)  # Our error, not Python's "No module named".
+        return None
+    library = estimator_map.HYBRID_LIBRARY_MODULES.get(relative)
+    if library is not None and importlib.util.find_spec(library) is not None:
+        return importlib.import_module(library)
+    if relative not in _PRIVATE_ESTIMATOR_MODULES:
+        raise _no_such_module(fullname)
+    return _build_private_estimator(fullname, relative)
 
 
 def _build_contrib(name: str, parts: Sequence[str]) -> types.ModuleType | None:
@@ -283,6 +339,8 @@ def build_module(fullname: str) -> types.ModuleType | None:
         module = _build_contrib(fullname, fullname.split(".")[2:])
     elif fullname == _TFE:
         module = _build_tensorflow_estimator(fullname)
+    elif _under(fullname, _TFE) and estimator_map.package_installed():
+        return _build_hybrid(fullname)
     elif fullname in (f"{_TFE}.python", _TFE_PRIVATE, _TF_PRIVATE_ESTIMATOR):
         # Packages whose `__init__` defined nothing: every name below them is a submodule.
         module = _namespace(fullname, fullname.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE), [],

@@ -73,16 +73,24 @@ class AliasNamespace(types.ModuleType):
     def __init__(self, name: str, display_name: str, doc: str,
                  members: Mapping[str, Any] | None = None,
                  sources: Iterable[Callable[[], Any]] = (),
-                 hint: str = "") -> None:
+                 hint: str = "", lazy: Mapping[str, Callable[[], Any]] | None = None) -> None:
         super().__init__(name, doc)
         self.__dict__.update(members or {})
         self.__dict__["_alias_display_name"] = display_name
         self.__dict__["_alias_sources"] = tuple(sources)
         self.__dict__["_alias_hint"] = hint
+        # Members whose value is loaded on first access (another package's objects, which
+        # importing this library must not import), then kept like any member.
+        self.__dict__["_alias_lazy"] = dict(lazy or {})
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_"):
             raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
+        load = self._alias_lazy.get(attr)
+        if load is not None:
+            value = load()
+            self.__dict__[attr] = value
+            return value
         for source in self._alias_sources:
             value = getattr(source(), attr, _MISSING)
             if value is not _MISSING:
@@ -91,7 +99,7 @@ class AliasNamespace(types.ModuleType):
                                 f"TensorFlow 2 through tpu_estimator_compat. {self._alias_hint}")
 
     def __dir__(self) -> list[str]:
-        names = set(super().__dir__())
+        names = set(super().__dir__()) | set(self._alias_lazy)
         for source in self._alias_sources:
             names.update(n for n in dir(source()) if not n.startswith("_"))
         return sorted(names)
@@ -101,6 +109,12 @@ class AliasNamespace(types.ModuleType):
 
 
 _MISSING = object()
+
+
+def public_names(namespace: AliasNamespace) -> set[str]:
+    """The namespace's public members, the lazy ones included (without loading them)."""
+    return {n for n in (*vars(namespace), *namespace._alias_lazy)  # pylint: disable=protected-access
+            if not n.startswith("_")}
 
 
 _installed_lock = threading.Lock()

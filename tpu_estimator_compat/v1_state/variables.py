@@ -459,6 +459,21 @@ def _graphs_to_register_in() -> list[tf.Graph]:
     return graphs
 
 
+def _one_partition(partitioner: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    """True when `partitioner` splits this `get_variable(name, shape, dtype)` call's
+    variable into one part only (a known shape is needed to ask it)."""
+    shape = kwargs.get("shape", args[0] if args else None)
+    dtype = kwargs.get("dtype", args[1] if len(args) > 1 else tf.float32)
+    try:
+        shape = tf.TensorShape(shape)
+        if not shape.is_fully_defined():
+            return False
+        parts = partitioner(shape=shape, dtype=tf.as_dtype(dtype))
+    except (TypeError, ValueError):
+        return False
+    return all(int(p) == 1 for p in parts)
+
+
 def _refusing_partitioners(get_variable: Callable[..., Any]) -> Callable[..., Any]:
     """Wraps `_VariableStore.get_variable` to refuse partitioned variables clearly.
 
@@ -469,6 +484,10 @@ def _refusing_partitioners(get_variable: Callable[..., Any]) -> Callable[..., An
 
     def checked(name: str, *args: Any, **kwargs: Any) -> Any:
         partitioner = kwargs.get("partitioner")
+        if partitioner is not None and _one_partition(partitioner, args, kwargs):
+            # The whole variable in one part (the canned estimators' min_max partitioner
+            # without parameter servers): legacy's checkpoint key is the unpartitioned name.
+            kwargs["partitioner"] = partitioner = None
         if partitioner is not None:
             raise VariableCreationError(
                 f"`partitioner` is not supported by tpu_estimator_compat: "
