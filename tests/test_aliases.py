@@ -150,9 +150,15 @@ def test_unrunnable_estimator_classes_subclass_and_fail_when_constructed():
         MyClassifier(hidden_units=[2], feature_columns=[])
     assert ("`tf.estimator.DNNClassifier`" in str(e.value)
             and "tf.estimator.Estimator(model_fn=...)" in str(e.value))
-    with pytest.raises(namespaces.LegacySymbolUnavailableError,
-                       match=r"`tf\.estimator\.inputs\.numpy_input_fn`.*tf\.data\.Dataset"):
-        tf.compat.v1.estimator.inputs.numpy_input_fn({"x": [1.0]})
+
+
+def test_numpy_and_pandas_input_fn_are_the_library_s_own():
+    """Served with or without tensorflow-estimator: legacy's feed queues replaced by tf.data."""
+    from tpu_estimator_compat.inputs import numpy_io, pandas_io
+
+    for root in (tf.estimator, tf.compat.v1.estimator):
+        assert root.inputs.numpy_input_fn is numpy_io.numpy_input_fn
+        assert root.inputs.pandas_input_fn is pandas_io.pandas_input_fn
 
 
 # `dir()` of tensorflow-estimator 2.15.0's `tf.compat.v1.estimator` and `tf.estimator` (the

@@ -66,8 +66,6 @@ TPU_HINT = ("Only TPUEstimator, TPUEstimatorSpec, RunConfig, TPUConfig and "
 _MODEL_FN_HINT = (
     "Write the model as a model_fn (tf.compat.v1.layers or tf.keras layers inside it) and run "
     "it with `tf.estimator.Estimator(model_fn=...)`.")
-_INPUT_HINT = ("Return a `tf.data.Dataset` from your input_fn instead (e.g. "
-               "`tf.data.Dataset.from_tensor_slices((features, labels)).batch(n)`).")
 _HOOK_HINT = ("Stop training with `max_steps`/`steps`, or write a "
               "`tf.compat.v1.train.SessionRunHook` that requests a stop.")
 _FEATURE_HINT = "Build the parse spec with `tf.compat.v1.feature_column.make_parse_example_spec`."
@@ -108,7 +106,13 @@ UNAVAILABLE_FUNCTIONS: dict[str, dict[str, str]] = {
             "stop_if_higher_hook", "stop_if_lower_hook", "stop_if_no_decrease_hook",
             "stop_if_no_increase_hook")},
     },
-    "inputs": {"numpy_input_fn": _INPUT_HINT, "pandas_input_fn": _INPUT_HINT},
+}
+# Legacy names this library re-implements in modules loaded on first use, by namespace
+# (`module:attribute`): legacy's feed queue runners, which this engine never runs, replaced by
+# tf.data (migration_guide/estimator.md).
+LIBRARY_LAZY_NAMES: dict[str, dict[str, str]] = {
+    "inputs": {"numpy_input_fn": "tpu_estimator_compat.inputs.numpy_io:numpy_input_fn",
+               "pandas_input_fn": "tpu_estimator_compat.inputs.pandas_io:pandas_input_fn"},
 }
 # The names legacy's `tf.compat.v1.estimator` took from tensorflow-estimator's MODEL code
 # (`module:attribute`, relative to `TFE_PRIVATE`), by namespace: with tensorflow-estimator
@@ -192,7 +196,7 @@ def served_names() -> dict[str, tuple[str, ...]]:
             "tpu": ("experimental",) + TPU_NAMES, "tpu.experimental": EMBEDDING_NAMES,
             "export": EXPORT_NAMES + package.get("export", ()),
             "experimental": EXPERIMENTAL_NAMES + package.get("experimental", ()),
-            "inputs": ()}
+            "inputs": tuple(LIBRARY_LAZY_NAMES["inputs"])}
 
 
 def refused_names() -> dict[str, dict[str, str]]:

@@ -79,10 +79,20 @@ def _package_members(namespace: str) -> dict[str, Callable[[], Any]]:
             for name, target in estimator_map.PACKAGE_NAMES.get(namespace, {}).items()}
 
 
+def _library_loader(target: str) -> Callable[[], Any]:
+    """Loads `module:attribute` of this library on first use (pandas_io imports pandas)."""
+    module, _, attribute = target.partition(":")
+    return lambda: getattr(importlib.import_module(module), attribute)
+
+
 def _sub_namespace(name: str, doc: str, members: Mapping[str, Any]) -> AliasNamespace:
+    lazy = {**_package_members(name),
+            **{n: _library_loader(target)
+               for n, target in estimator_map.LIBRARY_LAZY_NAMES.get(name, {}).items()}}
+    unavailable = {n: v for n, v in _unavailable_members(name).items() if n not in lazy}
     return AliasNamespace(f"{_ESTIMATOR_MODULE}.{name}", f"tf.estimator.{name}", doc,
-                          members={**_unavailable_members(name), **members},
-                          hint=ESTIMATOR_HINT, lazy=_package_members(name))
+                          members={**unavailable, **members},
+                          hint=ESTIMATOR_HINT, lazy=lazy)
 
 
 def build_estimator_namespace() -> AliasNamespace:
