@@ -620,10 +620,12 @@ def keras_metric_updates(metric):
     current graph and raises "add_update in a control flow branch" for ops made in a
     while-loop body, which is where every eval step of ours is traced; the ops themselves
     are kept in the private list it reads (tf_keras/src/engine/base_layer_v1.py:
-    Layer._updates). None for an object without it (a v2 layer records no updates).
+    Layer._updates). None where that is unknown: a v2 layer (tf_keras picks the class by
+    the graph mode it was made in) keeps the list but never records into it.
     """
     updates = getattr(metric, "_updates", None)
-    return None if updates is None else list(updates)
+    v1_layer = any(cls.__module__.endswith(".base_layer_v1") for cls in type(metric).__mro__)
+    return list(updates) if v1_layer and updates is not None else None
 
 
 # `tf.contrib.framework` re-exported TensorFlow's deprecation decorators and name-scope helpers
