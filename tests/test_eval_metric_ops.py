@@ -83,6 +83,7 @@ def _expected(rows: int) -> dict:
             "mean_label": y.mean(), "k_mean_label": y.mean(), "k_count": float(rows)}
 
 
+@pytest.mark.slow_cases("*-64")
 @pytest.mark.parametrize("rows", [64, 60, 56])  # Full steps; a partial batch; an odd count.
 def test_mixed_metrics_count_every_example_once(tmp_path, eval_strategy, rows):
     """On 2 replicas each takes its own input_fn batch (a partial one, or none past the end
@@ -99,6 +100,55 @@ def test_mixed_metrics_count_every_example_once(tmp_path, eval_strategy, rows):
     for name in SUMMED:
         np.testing.assert_allclose(metrics[name], reference[name], rtol=1e-6, err_msg=name)
     assert 0.5 < metrics["auc"] <= 1 and 0 < metrics["k_precision"] < 1
+
+
+def v1_metrics_model_fn(features, labels, mode):
+    """tf.compat.v1.metrics whose values read their accumulators in other shapes: a
+    confusion matrix (`mean_iou`, `mean_per_class_accuracy`), a sqrt (`rmse`), counts."""
+    logits = v1.layers.dense(features["x"], 2, kernel_initializer=v1.constant_initializer(
+        KERNEL), bias_initializer=v1.constant_initializer(BIAS))
+    classes = tf.argmax(logits, axis=1)
+    probability = tf.nn.softmax(logits)[:, 1]
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    metrics = {
+        "mean_iou": v1.metrics.mean_iou(labels, classes, num_classes=2),
+        "per_class": v1.metrics.mean_per_class_accuracy(labels, classes, num_classes=2),
+        "precision": v1.metrics.precision(labels, classes),
+        "recall": v1.metrics.recall(labels, classes),
+        "false_negatives": v1.metrics.false_negatives(labels, classes),
+        "rmse": v1.metrics.root_mean_squared_error(tf.cast(labels, tf.float32), probability),
+        "at_threshold": v1.metrics.precision_at_thresholds(labels, probability, [0.3, 0.6]),
+    }
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.no_op(),
+                                      eval_metric_ops=metrics)
+
+
+def test_v1_metrics_merge_across_replicas_as_one_replica(tmp_path):
+    one = tf.estimator.Estimator(v1_metrics_model_fn, model_dir=str(tmp_path))
+    reference = one.evaluate(_input_fn(60))
+    config = tf.estimator.RunConfig(eval_distribute=_two_replicas())
+    est = tf.estimator.Estimator(v1_metrics_model_fn, model_dir=str(tmp_path), config=config)
+    metrics = est.evaluate(_input_fn(60), name="distributed")
+    assert metrics.keys() == reference.keys()
+    for name in ("mean_iou", "per_class", "precision", "recall", "false_negatives"):
+        assert metrics[name] == reference[name], name
+    np.testing.assert_allclose(metrics["rmse"], reference["rmse"], rtol=1e-6)
+    np.testing.assert_array_equal(metrics["at_threshold"], reference["at_threshold"])
+    assert 0 < metrics["mean_iou"] < 1 and metrics["false_negatives"] > 0
+
+
+def test_value_through_a_stateful_op_is_refused_across_replicas(tmp_path):
+    """A value that cannot be computed again after the updates is refused, not misread."""
+    def printing(features, labels, mode):
+        loss = tf.reduce_mean(v1.layers.dense(features["x"], 1))
+        value, update = v1.metrics.mean(labels)
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.no_op(), eval_metric_ops={
+            "printed": (v1.Print(value, [value]), update)})
+
+    config = tf.estimator.RunConfig(eval_distribute=_two_replicas())
+    est = tf.estimator.Estimator(printing, model_dir=str(tmp_path), config=config)
+    with pytest.raises(NotImplementedError, match=r"eval_metric_ops\['printed'\].*stateful"):
+        est.evaluate(_input_fn(16))
 
 
 def test_keras_metric_state_is_local_not_saved_and_reset(tmp_path, eval_strategy):
