@@ -163,6 +163,21 @@ def test_keras_metric_state_is_local_not_saved_and_reset(tmp_path, eval_strategy
     assert first == second
 
 
+def test_predict_on_eval_distribute_yields_every_example_once_in_order(tmp_path):
+    def predict_model_fn(features, labels, mode):
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            logits = v1.layers.dense(features["x"], 2, kernel_initializer=v1.constant_initializer(
+                KERNEL), bias_initializer=v1.constant_initializer(BIAS))
+            return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
+        return model_fn(features, labels, mode)
+
+    config = tf.estimator.RunConfig(eval_distribute=_two_replicas())
+    est = tf.estimator.Estimator(predict_model_fn, model_dir=str(tmp_path), config=config)
+    x, _ = _data(56)  # 7 batches: the second replica's last one is empty.
+    logits = np.stack([p["logits"] for p in est.predict(_input_fn(56))])
+    np.testing.assert_allclose(logits, x @ KERNEL + BIAS, rtol=1e-6)
+
+
 def test_metric_without_update_state_gets_legacy_error(tmp_path):
     def no_update(features, labels, mode):
         loss = tf.reduce_mean(v1.layers.dense(features["x"], 1))

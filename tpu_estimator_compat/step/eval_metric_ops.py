@@ -1,6 +1,6 @@
 """An EstimatorSpec's `eval_metric_ops` in the traced eval step, on one replica or several.
 
-Legacy Estimator ran every metric's update op at each session step and read the values once,
+Legacy Estimator ran every metric's update op in every `session.run` and read the values once,
 after the last update. The eval step here returns each metric's value after its own update,
 and the last step's values are the evaluation's (`metrics.values_after_update`).
 

@@ -509,9 +509,7 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             record.observe(spec)
             record.observe_graph(spec)
             outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
-            if caller.plain:
-                # Legacy's `loss` was `metrics.mean(loss)` in each replica: the mean of the
-                # replicas' batch losses, each batch counted once whatever its rows.
+            if caller.plain:  # Legacy's loss: `metrics.mean(loss)` per replica, each batch once.
                 outputs["loss_weight"] = tf.constant(1.0)
             eval_metrics = getattr(spec, "eval_metrics", None)
             one_device = (not caller.use_tpu and tf.distribute.get_replica_context()
