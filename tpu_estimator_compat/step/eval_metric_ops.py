@@ -49,7 +49,7 @@ def values_across_replicas(value_ops: dict[str, Any], update_ops: dict[str, Any]
 
     def merge(strategy: tf.distribute.Strategy, values: dict[str, Any],
               updates: dict[str, Any]) -> dict[str, tf.Tensor]:
-        every_update = {name: [u for u in strategy.experimental_local_results(updates[name])]
+        every_update = {name: list(strategy.experimental_local_results(updates[name]))
                         for name in names}
         written = _written_handles([u for name in names for u in every_update[name]])
         memo: dict[Any, Any] = {}
