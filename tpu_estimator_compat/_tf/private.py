@@ -612,6 +612,22 @@ def add_control_input(op, source) -> None:
     op._add_control_input(source)  # pylint: disable=protected-access
 
 
+def keras_metric_updates(metric):
+    """The update ops a tf_keras Metric's `update_state` recorded in graph mode, or None.
+
+    Legacy EstimatorSpec refused a Metric whose `updates` was empty ("Please call
+    update_state(...)"). tf_keras's public `Metric.updates` re-checks each op against the
+    current graph and raises "add_update in a control flow branch" for ops made in a
+    while-loop body, which is where every eval step of ours is traced; the ops themselves
+    are kept in the private list it reads (tf_keras/src/engine/base_layer_v1.py:
+    Layer._updates). None where that is unknown: a v2 layer (tf_keras picks the class by
+    the graph mode it was made in) keeps the list but never records into it.
+    """
+    updates = getattr(metric, "_updates", None)
+    v1_layer = any(cls.__module__.endswith(".base_layer_v1") for cls in type(metric).__mro__)
+    return list(updates) if v1_layer and updates is not None else None
+
+
 # `tf.contrib.framework` re-exported TensorFlow's deprecation decorators and name-scope helpers
 # (TF 1.15 contrib/framework/__init__.py and its python/framework package). TF 2.21 still
 # defines them, with the same signatures, but only in private modules

@@ -135,7 +135,7 @@ def check_batch_axis(batch_axis: Any) -> BatchAxes:
     return BatchAxes(tuple(batch_axis))
 
 
-def pad_and_mask(dataset: tf.data.Dataset, batch: int,
+def pad_and_mask(dataset: tf.data.Dataset, batch: int | None,
                  axes: BatchAxes = BatchAxes()) -> tf.data.Dataset:
     """Pads every batch to `batch` rows with a boolean `padding_mask`, then pads forever.
 
@@ -143,9 +143,15 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int,
     batches, so every replica gets a full, static-shape batch at every step and the loop
     stops at the first step with no real row anywhere. Nothing is dropped or counted twice.
     Tensors are padded along their batch axis (`axes`).
+
+    `batch` None (a plain Estimator: no batch size is known): batches stay as they are, and
+    the endless ones are empty, as legacy's distributed input fed a replica whose input had
+    ended.
     """
     dataset = dataset.map(plain_graph(
         lambda *element: _as_dict(element if len(element) > 1 else element[0])))
+    if batch is None:
+        return _mask_only(dataset)
 
     def pad(element: dict[str, Any]) -> dict[str, Any]:
         rows = _rows(element, axes, batch)
@@ -163,3 +169,32 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int,
 
     real = dataset.map(plain_graph(pad))
     return real.concatenate(real.take(1).map(plain_graph(blank)).cache().repeat())
+
+
+def _mask_only(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`pad_and_mask` for batches of unknown size: all-real masks, then empty batches."""
+
+    def rows(element: dict[str, Any]) -> tf.Tensor:
+        for tensor in tf.nest.flatten(element):
+            if tensor.shape.rank != 0:
+                return _shape(tensor)[0]
+        return tf.constant(1, tf.int64)
+
+    def mask(element: dict[str, Any]) -> dict[str, Any]:
+        element = dict(element)
+        element[MASK_KEY] = tf.ones([rows(element)], tf.bool)
+        return element
+
+    def empty(element: dict[str, Any]) -> dict[str, Any]:
+        return tf.nest.map_structure(_no_rows, element)
+
+    real = dataset.map(plain_graph(mask))
+    return real.concatenate(real.take(1).map(plain_graph(empty)).cache().repeat())
+
+
+def _no_rows(tensor: Any) -> Any:
+    if isinstance(tensor, tf.SparseTensor):
+        shape = tf.tensor_scatter_nd_update(tensor.dense_shape, [[0]],
+                                            tf.zeros([1], tf.int64))
+        return tf.sparse.slice(tensor, tf.zeros_like(tensor.dense_shape), shape)
+    return tensor if tensor.shape.rank == 0 else tensor[:0]

@@ -147,7 +147,7 @@ class InferenceLoop:
     `predictions` are gathered from every replica (concatenated on axis 0 in replica order,
     which is input order); `metric_values` and `hook_tensors` are kept per step from the
     first replica; `loss` is the global-batch loss (row-weighted over replicas when batches
-    are padded). A step may instead return `metric_inputs` (one replica), a list of tensors
+    are padded, or weighted by the step's `loss_weight` output). A step may instead return `metric_inputs` (one replica), a list of tensors
     for `metric_update(list) -> {name: value after the update}`, which the loop calls on
     each step's list once the steps ran, in step order: its stateful updates then do not
     end each loop iteration, and consecutive steps overlap
@@ -275,7 +275,8 @@ class InferenceLoop:
         if "loss" in self._structure:
             total = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.SUM,
                                                out["loss_sum"])
-            count = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.SUM, out["rows"])
+            count = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.SUM,
+                                               out["loss_weight"])
             result["loss"] = total / tf.maximum(count, 1.0)
         return result
 
@@ -423,7 +424,10 @@ def _with_row_count(step: Callable[..., dict[str, Any]],
         out["mask"] = mask
         out["rows"] = tf.reduce_sum(tf.cast(mask, tf.float32))
         if "loss" in out:
-            out["loss_sum"] = out["loss"] * out["rows"]
+            # A step's `loss_weight` (1: a plain Estimator's replica batch, whatever its
+            # rows, as legacy's distributed Estimator averaged them) or its real rows.
+            out["loss_weight"] = out.get("loss_weight", out["rows"])
+            out["loss_sum"] = out["loss"] * out["loss_weight"]
         return out
 
     return replica_fn

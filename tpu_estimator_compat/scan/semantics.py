@@ -26,8 +26,9 @@ SEMANTICS: dict[str, tuple[str, str]] = {
         "`export_to_tpu`: the export writes the `{serve}` MetaGraph only; legacy's "
         "`{serve, tpu}` MetaGraph needs a TPU rewrite. migration_guide/features.md")),
     "eval_metric_ops": (LIMIT, (
-        "`EstimatorSpec(eval_metric_ops=...)`: as legacy on one replica; on several replicas "
-        "evaluation raises (update ops would count each replica separately): use "
+        "`EstimatorSpec(eval_metric_ops=...)`: as legacy, on one replica and merged across "
+        "replicas (`eval_distribute`); a TPUEstimator's padded last batch on several "
+        "replicas raises (its padding rows would be counted): give full batches or use "
         "`TPUEstimatorSpec(eval_metrics=...)` there. migration_guide/features.md")),
     "scaffold_init_fn": (LIMIT, (
         "`Scaffold(init_fn=...)` needs a TF1 session and is refused: use "

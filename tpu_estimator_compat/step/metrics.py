@@ -27,6 +27,7 @@ from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat import spec as spec_lib
+from tpu_estimator_compat.step import eval_metric_ops
 
 LOSS_KEY = "loss"
 GLOBAL_STEP_KEY = "global_step"
@@ -470,10 +471,12 @@ def _split_metric_ops(metric_ops: Any, graph: tf.Graph | None) -> tuple[dict, di
     value_ops, update_ops, keras_variables = {}, {}, []
     for key, value in metric_ops.items():
         if _is_keras_metric(value):
-            # `updates` must be read while this graph is the default one (tf-keras
-            # checks graph consistency against the current context).
-            updates = list(getattr(value, "updates", None) or [])
-            if not updates and graph is not None:
+            # In the host graph `updates` is read while it is the default one (tf-keras
+            # checks graph consistency); in a traced step the list it keeps (the public
+            # property refuses ops of the loop's while body).
+            updates = (list(getattr(value, "updates", None) or []) if graph is not None
+                       else _tf_private.keras_metric_updates(value))
+            if updates is not None and not updates:
                 raise ValueError(
                         'Please call update_state(...) on the "{metric_name}" metric'
                         .format(metric_name=value.name))
@@ -564,13 +567,18 @@ def metric_fn_error(error: Exception, metric_fn: Any, specs: Any,
         return error
 
 
-def values_after_update(metric_ops: Any) -> dict[str, tf.Tensor]:
+def values_after_update(metric_ops: Any, *, across_replicas: bool = False
+                        ) -> dict[str, tf.Tensor]:
     """name -> value after the update, for metric ops built in a traced step.
 
     `metric_ops`: what metric_fn returned, or an EstimatorSpec's `eval_metric_ops`: None or
     a dict of `(value, update_op)` pairs or updated tf.keras Metrics, checked as legacy did.
+    `across_replicas`: each replica updated with its own rows; the values are read once every
+    replica's update ran, from the summed accumulators (`eval_metric_ops`).
     """
     value_ops, update_ops, _ = _split_metric_ops(metric_ops, None)
+    if across_replicas and value_ops:
+        return eval_metric_ops.values_across_replicas(value_ops, update_ops)
     return {name: _value_after_update(value_ops[name], update_ops[name])
             for name in sorted(value_ops)}
 

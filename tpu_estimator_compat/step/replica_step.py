@@ -467,13 +467,17 @@ def _check_eval_spec(spec: Any) -> None:
         raise ValueError(
             "model_fn returned a spec without `loss` in EVAL mode. Return "
             "`TPUEstimatorSpec(mode, loss=..., eval_metrics=(metric_fn, tensors))`.")
-    replicas = tf.distribute.get_replica_context().num_replicas_in_sync
-    if getattr(spec, "eval_metric_ops", None) and replicas > 1:
-        raise NotImplementedError(
-            f"EstimatorSpec.eval_metric_ops cannot be evaluated on {replicas} replicas: "
-            "their update ops would count each replica's batch separately. Return "
-            "`TPUEstimatorSpec(eval_metrics=(metric_fn, tensors))`, or evaluate on one "
-            "replica (use_tpu=False or eval_on_tpu=False with no eval_distribute).")
+
+
+def _unpadded(mask: Any) -> Any:
+    """An op failing on a step with padding rows: model_fn saw them (a TPUEstimator's batches
+    are padded; a plain Estimator's never are), and `eval_metric_ops` would count them."""
+    return tf.debugging.assert_equal(tf.reduce_all(mask), True, message=(
+        "EstimatorSpec.eval_metric_ops on several replicas count every row model_fn gets, "
+        "and this step's batch was padded (a partial last batch). Give full batches "
+        "(`batch(..., drop_remainder=True)`), or return "
+        "`TPUEstimatorSpec(eval_metrics=(metric_fn, tensors))`, whose padding rows are "
+        "dropped."))
 
 
 def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegistry,
@@ -505,6 +509,8 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             record.observe(spec)
             record.observe_graph(spec)
             outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
+            if caller.plain:  # Legacy's loss: `metrics.mean(loss)` per replica, each batch once.
+                outputs["loss_weight"] = tf.constant(1.0)
             eval_metrics = getattr(spec, "eval_metrics", None)
             one_device = (not caller.use_tpu and tf.distribute.get_replica_context()
                           .num_replicas_in_sync == 1)
@@ -543,7 +549,12 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
             metric_ops = getattr(spec, "eval_metric_ops", None)
             if metric_ops:
                 record.metric_op_names = tuple(sorted(metric_ops))
-                outputs["metric_values"] = metrics_lib.values_after_update(metric_ops)
+                replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+                guard = (tf.control_dependencies([_unpadded(mask)])
+                         if replicas > 1 and mask is not None else contextlib.nullcontext())
+                with guard:
+                    outputs["metric_values"] = metrics_lib.values_after_update(
+                        metric_ops, across_replicas=replicas > 1)
             outputs.update(_hook_tensors(hook_tensor_names))
             return outputs
 

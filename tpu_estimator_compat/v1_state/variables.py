@@ -346,7 +346,12 @@ def _is_trainable(kwargs: dict[str, Any]) -> bool:
 
 
 def _is_local(kwargs: dict[str, Any]) -> bool:
-    return any(key in _LOCAL_COLLECTIONS for key in (kwargs.get("collections") or ()))
+    collections = kwargs.get("collections")
+    # A tf_keras Metric's accumulators: ON_READ in no collection (`collections=[]`). In TF1
+    # no Saver saw them, and EstimatorSpec put them in LOCAL_VARIABLES (reset at evaluate).
+    return any(key in _LOCAL_COLLECTIONS for key in (collections or ())) or (
+        collections == [] and
+        kwargs.get("synchronization") == tf.VariableSynchronization.ON_READ)
 
 
 def _as_in_a_graph(initial_value: Callable[[], Any]) -> Callable[[], Any]:
