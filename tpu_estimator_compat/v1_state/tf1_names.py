@@ -49,7 +49,8 @@ _TF_INTERNALS = ("tensorflow.", "tf_keras.", "keras.")
 # tensorflow/tpu amoeba_net's FLOP count) tags `v.op.name` of the trainable variables;
 # StepCounterHook names its summary `global_step.op.name + "/sec"`.
 _TF_NAME_READERS = ("tensorflow.python.profiler.",
-                    "tensorflow.python.training.basic_session_run_hooks")
+                    "tensorflow.python.training.basic_session_run_hooks",
+                    "tf_keras.src.optimizers.legacy.optimizer_v2")
 
 
 @dataclasses.dataclass(frozen=True)
