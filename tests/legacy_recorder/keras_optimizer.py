@@ -140,7 +140,7 @@ def make_model_fn(opt, batch_norm, losses):
 
 def mirrored2():
     # Legacy's session hangs in its first step with the collective all-reduce TF 2.15 picks
-    # for logical CPUs (measured: no step in 120 s, v1 and Keras optimizers alike); the
+    # for logical CPUs (measured: no step in 90 s, v1 and Keras optimizers alike); the
     # reduction to one device runs. A sum of two values is the same in either order.
     return tf.distribute.MirroredStrategy(
         ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
