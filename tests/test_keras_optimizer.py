@@ -4,10 +4,18 @@ train with it (`step/optimizer_apply.py`, `v1_state/tf1_names.py`).
 A canned v2 model_fn makes a `tf.keras.optimizers.legacy.*` instance in TRAIN, sets its
 `iterations` to the global step, and returns `optimizer.get_updates(loss, vars)[0]` grouped
 with the model's update ops. These tests run that train path under our `Estimator` on the
-default strategy and on MirroredStrategy over 2 logical CPUs, read the checkpoints back with
-`tf.train.load_checkpoint`, and replay tests/legacy_recorder/keras_optimizer.py against its
-golden recorded on TF 2.15.1 + tensorflow-estimator 2.15.0.
+default strategy and on MirroredStrategy over the 8 logical CPUs (conftest's `strategy`), read
+the checkpoints back with `tf.train.load_checkpoint`, and replay
+tests/legacy_recorder/keras_optimizer.py against its golden recorded on TF 2.15.1 +
+tensorflow-estimator 2.15.0: on one replica, and on MirroredStrategy over 2 logical CPUs in a
+child process.
 """
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -15,7 +23,6 @@ import tensorflow as tf
 
 import tpu_estimator_compat
 from tpu_estimator_compat.api.estimator import Estimator
-from tpu_estimator_compat.session import strategy as strategy_lib
 
 tpu_estimator_compat.install_aliases()
 v1 = tf.compat.v1
@@ -29,17 +36,6 @@ SLOTS = {"Adagrad": ("accumulator",), "Adam": ("m", "v"), "Ftrl": ("accumulator"
          "RMSprop": ("rms",), "SGD": ()}
 OPTIMIZERS = tuple(SLOTS)
 MODEL_VARIABLES = ("hidden/kernel", "hidden/bias", "logits/kernel", "logits/bias")
-
-
-def _mirrored2():
-    return strategy_lib.mirrored_over(
-        [d.name for d in tf.config.list_logical_devices("CPU")[:2]])
-
-
-@pytest.fixture(params=["default", "mirrored2"])
-def strategy(request):
-    """None (the default strategy) or MirroredStrategy over 2 logical CPUs."""
-    return None if request.param == "default" else _mirrored2()
 
 
 def input_fn():
@@ -89,11 +85,17 @@ def checkpoint_values(path):
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
+def _distribute(strategy):
+    """RunConfig's train_distribute for the `strategy` fixture: None for the default one."""
+    return None if strategy is tf.distribute.get_strategy() else strategy
+
+
 def _estimator(model_fn, model_dir, strategy):
-    config = tf.estimator.RunConfig(train_distribute=strategy, eval_distribute=strategy)
+    config = tf.estimator.RunConfig(train_distribute=_distribute(strategy))
     return Estimator(model_fn, model_dir=str(model_dir), config=config)
 
 
+@pytest.mark.eight_replicas(name=["Adam"])
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_slots_and_iterations_are_made_once_and_resume(tmp_path, strategy, name):
     """Slots and hyperparameters exist once each under the optimizer's v1 names, the global
@@ -123,13 +125,17 @@ def test_slots_and_iterations_are_made_once_and_resume(tmp_path, strategy, name)
 
 
 def test_replicas_average_as_one_step_on_the_concatenated_batch(tmp_path):
-    """On 2 replicas the head's 1/replicas loss scaling and the optimizer's sum over replicas
-    make one step on the 2 batches concatenated, as legacy's distributed Estimator did."""
-    dist = _estimator(make_model_fn("Adam"), tmp_path / "dist", _mirrored2())
+    """On 8 replicas the head's 1/replicas loss scaling and the optimizer's sum over replicas
+    make one step on the 8 batches concatenated, as legacy's distributed Estimator did."""
+    from conftest import make_strategy
+
+    strategy = make_strategy("mirrored8")
+    replicas = strategy.num_replicas_in_sync
+    dist = _estimator(make_model_fn("Adam"), tmp_path / "dist", strategy)
     dist.train(input_fn, steps=1)
 
     def global_input_fn():
-        return tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(2 * BATCH)
+        return tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(replicas * BATCH)
 
     one = _estimator(make_model_fn("Adam"), tmp_path / "one", None)
     one.train(global_input_fn, steps=1)
@@ -145,7 +151,7 @@ def test_eval_and_predict_never_run_the_keras_train_op(tmp_path, strategy):
     predict change no variable and no step, as legacy never ran the train_op outside TRAIN.
     (Trained on `strategy`; evaluated on one device, as legacy did without eval_distribute.)
     """
-    config = tf.estimator.RunConfig(train_distribute=strategy)
+    config = tf.estimator.RunConfig(train_distribute=_distribute(strategy))
     est = Estimator(make_model_fn("Adam", every_mode=True), model_dir=str(tmp_path),
                     config=config)
     est.train(input_fn, steps=2)
@@ -162,6 +168,7 @@ def test_eval_and_predict_never_run_the_keras_train_op(tmp_path, strategy):
         np.testing.assert_array_equal(after[n], before[n], err_msg=n)
 
 
+@pytest.mark.eight_replicas(name=["Adam"])
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_not_training_makes_keras_apply_gradients_a_no_op_in_every_replica(strategy, name):
     """`optimizer_apply.not_training()` (entered while model_fn builds an EVAL or PREDICT
@@ -170,7 +177,6 @@ def test_not_training_makes_keras_apply_gradients_a_no_op_in_every_replica(strat
     from tpu_estimator_compat.step import optimizer_apply
     from tpu_estimator_compat.v1_state import keras_env
 
-    strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         weight = tf.Variable([1.0, 2.0])
         step = tf.Variable(0, dtype=tf.int64)
@@ -229,6 +235,28 @@ def test_head_train_path_matches_legacy_bit_for_bit(tmp_path, case):
                                       np.asarray(want["value"], np.float32), err_msg=name)
 
 
+# The 2-replica replay runs in a child process with 2 logical CPUs: this process has 8, and
+# MirroredStrategy instances over different device sets share collective group keys
+# ("joining a group with size2, but that group has size 8").
+_TWO_REPLICAS = textwrap.dedent("""
+    import json, os, sys
+    import tensorflow as tf
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+    import tpu_estimator_compat
+    from tpu_estimator_compat.session import strategy as strategy_lib
+    tpu_estimator_compat.install_aliases()
+    sys.path.insert(0, sys.argv[1])
+    import keras_optimizer
+    strategy = strategy_lib.mirrored_over(
+        [d.name for d in tf.config.list_logical_devices("CPU")])
+    assert strategy.num_replicas_in_sync == 2
+    result = keras_optimizer.run(sys.argv[2], "Adagrad_mirrored2", strategy=strategy)
+    print(json.dumps(result))
+""")
+
+
 def test_head_train_path_on_two_replicas_matches_legacy(tmp_path):
     """MirroredStrategy over 2 logical CPUs through RunConfig(train_distribute=...): the
     checkpoint's values and evaluate()'s loss equal legacy's bit for bit (a sum of two
@@ -240,7 +268,12 @@ def test_head_train_path_on_two_replicas_matches_legacy(tmp_path):
     loss from legacy (the first device's hook); here it gets the global batch's mean
     (`loop/hooks.py`), so per-step losses are compared only on one replica."""
     recorder, legacy = _legacy("Adagrad_mirrored2")
-    shim = recorder.run(str(tmp_path), "Adagrad_mirrored2", strategy=_mirrored2())
+    here = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run(
+        [sys.executable, "-c", _TWO_REPLICAS, os.path.join(here, "legacy_recorder"),
+         str(tmp_path)], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shim = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(shim["losses"]) == len(legacy["losses"]) == recorder.STEPS
     assert np.float32(shim["eval_loss"]) == np.float32(legacy["eval_loss"])
     assert shim["global_step"] == legacy["global_step"] == recorder.STEPS
