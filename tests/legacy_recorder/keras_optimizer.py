@@ -17,7 +17,8 @@ Recorded per case: the loss of each of STEPS training steps (a training hook fet
 spec's loss: replica 0's on MirroredStrategy, as legacy handed hooks the first device's),
 `evaluate()`'s loss on held-out digits, and the checkpoint's variable names, shapes and
 values. Cases: each canned optimizer name on one replica, an Adam instance with batch norm,
-and Adagrad on MirroredStrategy over 2 logical CPUs (RunConfig(train_distribute=...)).
+Adagrad on MirroredStrategy over 2 logical CPUs (RunConfig(train_distribute=...)), and
+canned dnn_linear_combined's two optimizers (Adagrad on the DNN, Ftrl on a linear part).
 Output: tests/goldens/keras_optimizer/legacy.json.
 """
 
@@ -40,11 +41,14 @@ HIDDEN = 8
 # canned/optimizers.py's `_OPTIMIZER_CLS_NAMES_V2`: name -> tf.keras.optimizers.legacy class.
 CANNED_NAMES = {"Adagrad": "Adagrad", "Adam": "Adam", "Ftrl": "Ftrl", "RMSProp": "RMSprop",
                 "SGD": "SGD"}
-# case -> (optimizer name or instance maker, batch norm, replicas).
+# case -> (optimizer name or instance maker, batch norm, replicas, linear part's optimizer).
 CASES = {
-    **{name: (name, False, 1) for name in CANNED_NAMES},
-    "Adam_instance_batchnorm": (lambda: tf.keras.optimizers.legacy.Adam(0.01), True, 1),
-    "Adagrad_mirrored2": ("Adagrad", False, 2),
+    **{name: (name, False, 1, None) for name in CANNED_NAMES},
+    "Adam_instance_batchnorm": (lambda: tf.keras.optimizers.legacy.Adam(0.01), True, 1, None),
+    "Adagrad_mirrored2": ("Adagrad", False, 2, None),
+    # canned dnn_linear_combined v2: two optimizers, the DNN's `iterations` is the global step,
+    # the linear one keeps its own step counter.
+    "dnn_Adagrad_linear_Ftrl": ("Adagrad", False, 1, "Ftrl"),
 }
 
 
@@ -103,6 +107,18 @@ class DNNModel(tf.keras.Model):
         return self._logits(net)
 
 
+class LinearModel(tf.keras.Model):
+    """The linear part of canned `dnn_linear_combined` (zero-initialised, as canned Linear)."""
+
+    def __init__(self, name="linear"):
+        super().__init__(name=name)
+        self._dense = tf.keras.layers.Dense(10, name="linear_model",
+                                            kernel_initializer="zeros")
+
+    def call(self, features):
+        return self._dense(features["pixels"])
+
+
 class LossRecorder(tf.train.SessionRunHook):
     def __init__(self, loss, losses):
         self._loss, self._losses = loss, losses
@@ -114,14 +130,20 @@ class LossRecorder(tf.train.SessionRunHook):
         self._losses.append(float(run_values.results))
 
 
-def make_model_fn(opt, batch_norm, losses):
+def make_model_fn(opt, batch_norm, losses, linear_opt=None):
     def model_fn(features, labels, mode):
         model = DNNModel(batch_norm)
         logits = model(features, mode)
-        optimizer = None
+        linear = None
+        if linear_opt is not None:
+            linear = LinearModel()
+            logits = logits + linear(features)
+        optimizer = linear_optimizer = None
         if mode == tf.estimator.ModeKeys.TRAIN:  # canned dnn_model_fn_v2
             optimizer = optimizer_instance(opt)
             optimizer.iterations = tf.train.get_or_create_global_step()
+            if linear_opt is not None:
+                linear_optimizer = optimizer_instance(linear_opt)
         loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
         if mode != tf.estimator.ModeKeys.TRAIN:
             return tf.estimator.EstimatorSpec(mode, loss=loss)
@@ -130,8 +152,12 @@ def make_model_fn(opt, batch_norm, losses):
             replicas = tf.distribute.get_strategy().num_replicas_in_sync
             if replicas > 1:
                 scaled = loss * (1. / replicas)
-            train_op = optimizer.get_updates(scaled, model.trainable_variables)[0]
-            train_op = tf.group(train_op, *model.updates)
+            train_ops = optimizer.get_updates(scaled, model.trainable_variables)
+            train_ops.extend(model.updates)
+            if linear is not None:
+                train_ops.extend(linear_optimizer.get_updates(scaled,
+                                                              linear.trainable_variables))
+            train_op = tf.group(*train_ops)
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
                                           training_hooks=[LossRecorder(loss, losses)])
 
@@ -151,13 +177,13 @@ def run(workdir, case, strategy=None):
 
     `strategy`: the MirroredStrategy of a 2-replica case (built here when None).
     """
-    opt, batch_norm, replicas = CASES[case]
+    opt, batch_norm, replicas, linear_opt = CASES[case]
     if replicas > 1 and strategy is None:
         strategy = mirrored2()
     losses = []
     config = tf.estimator.RunConfig(tf_random_seed=1,
                                     train_distribute=strategy if replicas > 1 else None)
-    estimator = tf.estimator.Estimator(make_model_fn(opt, batch_norm, losses),
+    estimator = tf.estimator.Estimator(make_model_fn(opt, batch_norm, losses, linear_opt),
                                        model_dir=os.path.join(workdir, case), config=config)
     estimator.train(train_input_fn, steps=STEPS)
     metrics = estimator.evaluate(eval_input_fn)
