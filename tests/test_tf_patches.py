@@ -41,6 +41,8 @@ PATCHED_SYMBOLS = {
         ("tensorflow.compat.v1.train.Optimizer._distributed_apply",),
     "optimizer_apply.inference_apply_gradients":
         ("tensorflow.compat.v1.train.Optimizer.apply_gradients",),
+    "optimizer_apply.inference_keras_apply_gradients":
+        ("tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.apply_gradients",),
     "keras_env.executing_eagerly_outside_functions":
         ("tensorflow.python.framework.ops.executing_eagerly_outside_functions",),
     "keras_env.maybe_init_scope": ("tf_keras.src.utils.tf_utils.maybe_init_scope",),
@@ -153,6 +155,7 @@ _SCOPED_ARGS = {
     "warm_start.init_from_checkpoint": lambda: (warm_start.InitPlan(),),
     "warm_start.Saver": lambda: (),
     "optimizer_apply.inference_apply_gradients": lambda: (),
+    "optimizer_apply.inference_keras_apply_gradients": lambda: (),
     "hooks.Saver": lambda: (),
     "hooks.global_step_read": lambda: (),
     "inputs.iterator_get_next": lambda: ([],),

@@ -139,6 +139,18 @@ PATCHES: tuple[Patch, ...] = (
         build="tpu_estimator_compat.step.optimizer_apply:inference_apply_gradients",
         signature="(self, grads_and_vars, global_step=None, name=None, "
                   "skip_gradients_aggregation=False)"),
+    Patch(
+        name="optimizer_apply.inference_keras_apply_gradients",
+        kind=SCOPED,
+        target="tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.apply_gradients",
+        package="tf_keras",
+        why="The same as optimizer_apply.inference_apply_gradients, for tf_keras's legacy "
+            "OptimizerV2 (`tf.keras.optimizers.legacy.*`, what canned heads train with: "
+            "`get_updates` and `minimize` both end here). Its `iterations` is the global "
+            "step there, so an EVAL step would also advance the step. Every legacy "
+            "optimizer class inherits this method; no public API keeps it out of a trace.",
+        build="tpu_estimator_compat.step.optimizer_apply:inference_keras_apply_gradients",
+        signature="(self, grads_and_vars, name=None, experimental_aggregate_gradients=True)"),
     # -- keras_env: model_fn sees the TF1 graph it was written for.
     Patch(
         name="keras_env.executing_eagerly_outside_functions",

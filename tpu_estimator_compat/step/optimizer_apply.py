@@ -416,3 +416,25 @@ def inference_apply_gradients(original: Callable[..., Any]) -> Callable[..., Any
 
     apply_gradients.__doc__ = original.__doc__
     return apply_gradients
+
+
+def inference_keras_apply_gradients(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Builds the `OptimizerV2.apply_gradients` of patch
+    `optimizer_apply.inference_keras_apply_gradients`: tf_keras's legacy optimizer (a canned
+    head's) makes no update, slot or step increment while an EVAL or PREDICT step is built."""
+
+    def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
+        del self, grads_and_vars, experimental_aggregate_gradients
+        return tf.no_op(name=name or "train_op_not_run")
+
+    apply_gradients.__doc__ = original.__doc__
+    return apply_gradients
+
+
+@contextlib.contextmanager
+def not_training() -> Iterator[None]:
+    """Inside (while model_fn builds an EVAL or PREDICT step): every optimizer's
+    `apply_gradients`, v1 or tf_keras's legacy OptimizerV2, returns a no-op."""
+    with _tf_patches.applied("optimizer_apply.inference_apply_gradients"), \
+            _tf_patches.applied("optimizer_apply.inference_keras_apply_gradients"):
+        yield

@@ -29,6 +29,7 @@ from tpu_estimator_compat.cluster import workers as cluster
 from tpu_estimator_compat.contrib import hub
 from tpu_estimator_compat.step import cross_shard
 from tpu_estimator_compat.step import global_step_reads
+from tpu_estimator_compat.step import optimizer_apply
 from tpu_estimator_compat.v1_state import graph_names
 from tpu_estimator_compat.v1_state import keras_env
 from tpu_estimator_compat import log as logging
@@ -126,7 +127,7 @@ class ModelFnCaller:
         # `Saver(max_to_keep=...)`) is recorded, not built: its restore ops would run at
         # every step of the traced function. Its var_list and retention are honoured.
         # Outside TRAIN a train_op model_fn builds anyway must not run (legacy never ran it).
-        no_train = (_tf_patches.applied("optimizer_apply.inference_apply_gradients")
+        no_train = (optimizer_apply.not_training()
                     if mode != ModeKeys.TRAIN else contextlib.nullcontext())
         with keras_env.tf1_graph_keras(), shards, writers, no_train, \
                 _tf_patches.applied("warm_start.Saver"):

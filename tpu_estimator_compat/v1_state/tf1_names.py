@@ -47,9 +47,11 @@ _TF_INTERNALS = ("tensorflow.", "tf_keras.", "keras.")
 # ...except TensorFlow modules that read `v.op` only for the name, as model code does:
 # the profiler's `tfprof_logger` (`tf.profiler.profile(tf.get_default_graph())` in model_fn,
 # tensorflow/tpu amoeba_net's FLOP count) tags `v.op.name` of the trainable variables;
-# StepCounterHook names its summary `global_step.op.name + "/sec"`.
+# StepCounterHook names its summary `global_step.op.name + "/sec"`; tf_keras's legacy
+# OptimizerV2 (a canned head's) names each update `"update_" + var.op.name` in a TF1 graph.
 _TF_NAME_READERS = ("tensorflow.python.profiler.",
-                    "tensorflow.python.training.basic_session_run_hooks")
+                    "tensorflow.python.training.basic_session_run_hooks",
+                    "tf_keras.src.optimizers.legacy.optimizer_v2")
 
 
 @dataclasses.dataclass(frozen=True)
