@@ -164,18 +164,16 @@ def test_v1_canned_classifier_trains_and_evaluates(tmp_path, name):
     assert np.isfinite(metrics["loss"])
 
 
-# The v2 heads take a tf_keras OptimizerV2 and return Keras Metric objects in
-# eval_metric_ops; both are engine work of their own (the replica step, the metrics layer).
+# The v2 heads train with a tf_keras OptimizerV2 (its `iterations` the global step) and put
+# Keras Metric objects in eval_metric_ops: both run in the compiled replica step.
 @needs_package
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="tf_keras OptimizerV2.get_updates reads `var.op` on eager variables")
-def test_v2_canned_classifier_trains(tmp_path):
-    _build("DNNClassifier", True, tmp_path).train(_train_input_fn, steps=1)
-
-
-@needs_package
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="Keras Metric objects in eval_metric_ops: `add_update` in a "
-                          "control flow branch, read in step/metrics.py")
-def test_v2_canned_classifier_evaluates(tmp_path):
-    _build("DNNClassifier", True, tmp_path).evaluate(_train_input_fn, steps=1)
+@pytest.mark.slow_cases("Baseline*", "Linear*", "DNNLinear*")
+@pytest.mark.parametrize("name", _CLASSES)
+def test_v2_canned_classifier_trains_and_evaluates(tmp_path, name):
+    est = _build(name, True, tmp_path)
+    est.train(_train_input_fn, steps=2)
+    metrics = est.evaluate(_train_input_fn, steps=2)
+    assert sorted(metrics) == ["accuracy", "average_loss", "global_step", "loss"]
+    assert metrics["global_step"] == 2
+    assert np.isfinite(metrics["loss"]) and 0.0 <= metrics["accuracy"] <= 1.0
+    assert est.get_variable_value("global_step") == 2

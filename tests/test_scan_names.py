@@ -81,6 +81,12 @@ def test_private_estimator_modules_import_as_the_scan_says(module):
             assert not isinstance(served, namespaces.AliasNamespace)
             assert names.judge(f"{prefix}.{module}.AnyName").status == names.SERVED
             continue
+        library = estimator_map.HYBRID_LIBRARY_MODULES.get(module)
+        if (library and prefix == estimator_map.TFE_PRIVATE
+                and estimator_map.package_installed()):
+            assert served is importlib.import_module(library)  # Our tf.data input_fns.
+            assert served.__name__ == library
+            continue
         extra = (estimator_map.PRIVATE_HELPER_NAMES.get(module, ())
                  + estimator_map.PRIVATE_EMBEDDING_NAMES.get(module, ()))
         for name in extra + ("TPUEstimator", "PredictOutput", "LoggingTensorHook"):

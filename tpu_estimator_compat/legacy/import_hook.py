@@ -210,7 +210,7 @@ def _build_hybrid(fullname: str) -> types.ModuleType | None:
             raise _no_such_module(fullname)  # Our error, not Python's "No module named".
         return None
     library = estimator_map.HYBRID_LIBRARY_MODULES.get(relative)
-    if library is not None and importlib.util.find_spec(library) is not None:
+    if library is not None:
         return importlib.import_module(library)
     if relative not in _PRIVATE_ESTIMATOR_MODULES:
         raise _no_such_module(fullname)
