@@ -110,15 +110,25 @@ def parse_junit(xml_path: pathlib.Path, rel: str) -> tuple[dict[str, str], dict[
             found = case.find(tag)
             if found is not None:
                 outcome = {"failure": "failed"}.get(tag, tag)
-                message = (found.get("message") or found.text or "").strip()
+                message = _first_line(found.get("message"), found.text)
                 if tag != "skipped":
                     break
         if test_id in outcomes and _RANK[outcomes[test_id]] <= _RANK[outcome]:
             continue
         outcomes[test_id] = outcome
         if outcome != "passed":
-            messages[test_id] = message.splitlines()[0][:300] if message else ""
+            messages[test_id] = message
     return outcomes, messages
+
+
+def _first_line(message: str | None, text: str | None) -> str:
+    """A failure's message attribute's first line; for a collection error (message
+    "collection failure"), the traceback's last `E` line: the import that failed."""
+    lines = (text or "").splitlines()
+    if message == "collection failure" and lines:
+        found = [line[1:].strip() for line in lines if line.startswith("E ")]
+        message = found[-1] if found else lines[-1]
+    return (message or "").strip().split("\n")[0][:300]
 
 
 def _child_env() -> dict[str, str]:
@@ -221,14 +231,29 @@ def format_table(rows: list[tuple[str, int, int]]) -> str:
     return "\n".join(lines)
 
 
+def failure_messages(baseline: dict[str, str], results: dict[str, dict]) -> dict[str, str]:
+    """Each legacy-passing test that does not pass here, with why: its first failure line,
+    its file's (an import that failed), or the file's status (`timeout`, `no junit`)."""
+    found = {}
+    for test_id, legacy in baseline.items():
+        result = results.get(file_of(test_id))
+        if legacy != "passed" or result is None:
+            continue
+        if result["status"] != "ok":
+            found[test_id] = result["status"]
+        elif result["outcomes"].get(test_id) != "passed":
+            messages = result["messages"]
+            found[test_id] = messages.get(test_id) or messages.get(file_of(test_id)) or \
+                result["outcomes"].get(test_id, "not collected")
+    return found
+
+
 def top_messages(baseline: dict[str, str], results: dict[str, dict], count: int) -> str:
-    """The commonest first failure lines of legacy-passing tests that fail here, numbers
-    and quoted names folded so that one cause counts once."""
-    counter: collections.Counter = collections.Counter()
-    for result in results.values():
-        for test_id, message in result["messages"].items():
-            if baseline.get(test_id) == "passed":
-                counter[re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", message))[:160]] += 1
+    """The commonest failures of legacy-passing tests, numbers and quoted names folded so
+    that one cause counts once."""
+    counter: collections.Counter = collections.Counter(
+        re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", message))[:160]
+        for message in failure_messages(baseline, results).values())
     return "\n".join(f"{n:5d}  {m}" for m, n in counter.most_common(count))
 
 
