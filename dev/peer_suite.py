@@ -302,8 +302,9 @@ def _files_to_run(args: argparse.Namespace, known: list[str]) -> list[str]:
     if args.files:
         return resolve_files(args.files, known)
     if args.check:
-        record = load_json(args.check)
-        return [f for f in known if record["files"].get(f, {}).get("passing", 0) > 0]
+        passing = {file_of(t) for t, o in load_json(args.check)["outcomes"].items()
+                   if o == "passed"}
+        return [f for f in known if f in passing]
     return known
 
 
