@@ -242,9 +242,11 @@ def failure_messages(baseline: dict[str, str], results: dict[str, dict]) -> dict
         if result["status"] != "ok":
             found[test_id] = result["status"]
         elif result["outcomes"].get(test_id) != "passed":
-            messages = result["messages"]
-            found[test_id] = messages.get(test_id) or messages.get(file_of(test_id)) or \
-                result["outcomes"].get(test_id, "not collected")
+            # The test's own message, else its class's or file's (a collection error).
+            parts = test_id.split("::")
+            owners = ["::".join(parts[:n]) for n in range(len(parts), 0, -1)]
+            found[test_id] = next((result["messages"][o] for o in owners
+                                   if result["messages"].get(o)), "not collected")
     return found
 
 

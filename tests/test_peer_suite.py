@@ -76,7 +76,7 @@ def test_why_each_legacy_pass_fails():
     """A test failing names its message; a file that did not import names the import."""
     baseline = {"tests/a.py::T::x": "passed", "tests/a.py::T::y": "passed",
                 "tests/a.py::T::z": "failed", "tests/b.py::T::w": "passed",
-                "tests/c.py::T::v": "passed"}
+                "tests/c.py::T::v": "passed", "tests/d.py::K::u": "passed"}
     results = {
         "tests/a.py": {"status": "ok", "outcomes": {"tests/a.py::T::x": "passed",
                                                     "tests/a.py::T::y": "failed",
@@ -86,11 +86,15 @@ def test_why_each_legacy_pass_fails():
         "tests/b.py": {"status": "ok", "outcomes": {"tests/b.py": "error"},
                        "messages": {"tests/b.py": "ImportError: no module x"}},
         "tests/c.py": {"status": "timeout", "outcomes": {}, "messages": {}},
+        # A class that failed to collect (a decorator's argument raised): one id, the class.
+        "tests/d.py": {"status": "ok", "outcomes": {"tests/d.py::K": "error"},
+                       "messages": {"tests/d.py::K": "LegacySymbolError: parse_spec_v2"}},
     }
     assert peer_suite.failure_messages(baseline, results) == {
         "tests/a.py::T::y": "AssertionError: 1 != 2",
         "tests/b.py::T::w": "ImportError: no module x",
-        "tests/c.py::T::v": "timeout"}
+        "tests/c.py::T::v": "timeout",
+        "tests/d.py::K::u": "LegacySymbolError: parse_spec_v2"}
 
 
 def test_drops_and_new_passes_against_a_record():
