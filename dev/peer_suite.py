@@ -245,6 +245,9 @@ def failure_messages(baseline: dict[str, str], results: dict[str, dict]) -> dict
             # The test's own message, else its class's or file's (a collection error).
             parts = test_id.split("::")
             owners = ["::".join(parts[:n]) for n in range(len(parts), 0, -1)]
+            if test_id not in result["outcomes"]:  # pytest stops after a collection error.
+                owners += [o for o, v in result["outcomes"].items()
+                           if v == "error" and o.count("::") <= 1]
             found[test_id] = next((result["messages"][o] for o in owners
                                    if result["messages"].get(o)), "not collected")
     return found
