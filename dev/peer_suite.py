@@ -4,6 +4,7 @@
     python dev/peer_suite.py tests/estimator_test.py canned/dnn_test_fc_v2.py
     python dev/peer_suite.py --jobs 2 --check tests/goldens/peer_suite/record.json
     python dev/peer_suite.py --jobs 2 --write-record tests/goldens/peer_suite/record.json
+    python dev/peer_suite.py --write-record tests/goldens/peer_suite/record.json canned/x_test
 
 The suite is `../shared/peer_suite` beside the repository (or the directory named by
 TPU_ESTIMATOR_COMPAT_PEER_SUITE): the test files verbatim under `tests/`, and
@@ -20,7 +21,7 @@ the report counts, per file, the tests that pass on legacy and of those the ones
 here. `--check RECORD` fails (exit 1) when a test the record holds as passing no longer
 passes; a file with such a drop is run a second time first, so a test that passes in
 either run is not a drop. It runs the record's files with at least one passing test unless
-files are named.
+files are named. `--write-record` with files named re-records those files only.
 """
 
 from __future__ import annotations
@@ -273,17 +274,36 @@ def compare(record: dict, outcomes: dict[str, str], files: list[str]) -> tuple[l
     return drops, new
 
 
-def make_record(baseline: dict[str, str], outcomes: dict[str, str],
-                rows: list[tuple[str, int, int]], command: str) -> dict:
+def make_record(baseline: dict[str, str], outcomes: dict[str, str], files: list[str],
+                old: dict | None = None) -> dict:
+    """The record of a run of `files`; with `old`, the old record with those files' entries
+    replaced (re-recording some files keeps the others)."""
+    if old:
+        kept = {t: o for t, o in old["outcomes"].items() if file_of(t) not in set(files)}
+        outcomes = {**kept, **outcomes}
+        files = sorted(set(old["files"]) | set(files))
+    rows = summary_rows(baseline, outcomes, files)
     return {
         "suite": "tensorflow-estimator 2.15.0 unit tests, ../shared/peer_suite (README.md)",
-        "command": command,
+        "command": "python dev/peer_suite.py --jobs 2 --write-record RECORD [FILE ...]",
+        # Four files skip their pandas cases' bodies without pandas (legacy ran with it):
+        # those pass vacuously, so record with pandas importable.
+        "pandas": _pandas_version(),
         "legacy_passing": sum(r[1] for r in rows),
         "passing_of_legacy_passing": sum(r[2] for r in rows),
         "files": {rel: {"legacy_passing": legacy, "passing": here}
                   for rel, legacy, here in rows},
         "outcomes": dict(sorted(outcomes.items())),
     }
+
+
+def _pandas_version() -> str | None:
+    """pandas' version where the test processes run (this interpreter), or None."""
+    try:
+        from importlib import metadata
+        return metadata.version("pandas")
+    except Exception:  # pylint: disable=broad-except  # Not installed: no pandas.
+        return None
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -316,6 +336,9 @@ def _files_to_run(args: argparse.Namespace, known: list[str]) -> list[str]:
 def _check(args, suite, baseline, results, files, weights) -> int:
     """Compares with the record; files with a drop run once more before it counts."""
     record = load_json(args.check)
+    if (record.get("pandas") is None) != (_pandas_version() is None):
+        print(f"peer_suite: WARNING: pandas {_pandas_version()} here, {record.get('pandas')} "
+              "in the record: the pandas cases of four files differ", flush=True)
     drops, new = compare(record, outcomes_of(results), files)
     again = sorted({file_of(t) for t in drops})
     if again:
@@ -363,9 +386,9 @@ def main(argv: list[str] | None = None) -> int:
             {"wall_seconds": round(wall, 1), "jobs": args.jobs, "files": results},
             indent=1, sort_keys=True) + "\n")
     if args.write_record:
-        command = f"python dev/peer_suite.py --jobs 2 --write-record {args.write_record}"
-        record = make_record(baseline, outcomes, rows, command)
         path = pathlib.Path(args.write_record)
+        old = load_json(path) if args.files and path.is_file() else None
+        record = make_record(baseline, outcomes, files, old)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=0, sort_keys=False) + "\n")
     if args.check:

@@ -122,6 +122,18 @@ def test_summary_counts_legacy_passing_tests_that_pass():
     assert "overall" in peer_suite.format_table(rows).splitlines()[-1]
 
 
+def test_re_recording_some_files_keeps_the_others():
+    baseline = {"tests/a.py::T::x": "passed", "tests/b.py::T::y": "passed"}
+    old = peer_suite.make_record(baseline, {"tests/a.py::T::x": "passed",
+                                            "tests/b.py::T::y": "passed"},
+                                 ["tests/a.py", "tests/b.py"])
+    new = peer_suite.make_record(baseline, {"tests/b.py::T::y": "failed"}, ["tests/b.py"], old)
+    assert new["outcomes"] == {"tests/a.py::T::x": "passed", "tests/b.py::T::y": "failed"}
+    assert new["files"] == {"tests/a.py": {"legacy_passing": 1, "passing": 1},
+                            "tests/b.py": {"legacy_passing": 1, "passing": 0}}
+    assert new["passing_of_legacy_passing"] == 1
+
+
 @needs_suite
 def test_record_agrees_with_the_baseline():
     """The record's files and counts are the baseline's, recomputed from its outcomes."""
