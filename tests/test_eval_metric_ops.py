@@ -83,6 +83,7 @@ def _expected(rows: int) -> dict:
             "mean_label": y.mean(), "k_mean_label": y.mean(), "k_count": float(rows)}
 
 
+@pytest.mark.slow_cases("mirrored2-56")
 @pytest.mark.slow_cases("*-64")
 @pytest.mark.parametrize("rows", [64, 60, 56])  # Full steps; a partial batch; an odd count.
 def test_mixed_metrics_count_every_example_once(tmp_path, eval_strategy, rows):
@@ -151,6 +152,7 @@ def test_value_through_a_stateful_op_is_refused_across_replicas(tmp_path):
         est.evaluate(_input_fn(16))
 
 
+@pytest.mark.slow_cases("mirrored2")
 def test_keras_metric_state_is_local_not_saved_and_reset(tmp_path, eval_strategy):
     """As legacy's EstimatorSpec made them: LOCAL variables. Training (which builds the
     metrics too) leaves them out of the checkpoint, and each evaluate starts them at 0."""
@@ -190,6 +192,7 @@ def test_metric_without_update_state_gets_legacy_error(tmp_path):
         est.evaluate(_input_fn(16))
 
 
+@pytest.mark.slow
 def test_tpu_estimator_padded_step_refuses_to_count_padding(tmp_path):
     """A TPUEstimator's batches are padded on several replicas; its EstimatorSpec
     eval_metric_ops would count the padding rows: such a step fails with the fix."""

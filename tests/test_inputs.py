@@ -237,6 +237,7 @@ def _string_rows_input_fn(params):
     return ds.batch(params["batch_size"], drop_remainder=True)
 
 
+@pytest.mark.slow_cases("mirrored8-endless_ints", "mirrored8-finite_strings")
 @pytest.mark.parametrize("input_fn", [_endless_rows_input_fn, _string_rows_input_fn],
                          ids=["endless_ints", "finite_strings"])
 def test_iterators_sharing_traced_device_pipelines_give_what_iter_gives(strategy, input_fn):

@@ -258,6 +258,7 @@ _TWO_REPLICAS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_head_train_path_on_two_replicas_matches_legacy(tmp_path):
     """MirroredStrategy over 2 logical CPUs through RunConfig(train_distribute=...): the
     checkpoint's values and evaluate()'s loss equal legacy's bit for bit (a sum of two

@@ -94,6 +94,7 @@ def launched(tmp_path_factory, request):
 _SLOW = ("tf_info_at_import", "v_flag", "no_app_run")
 
 
+@pytest.mark.slow_cases("absl_verbosity")
 @pytest.mark.slow_cases('tf_info_in_main_verbosity_flag')
 @pytest.mark.slow_cases('tf_warn_at_import')
 @pytest.mark.slow_cases('sets_nothing')

@@ -58,8 +58,9 @@ EMBEDDING_NAMES = ("EmbeddingConfigSpec",)  # `tf.estimator.tpu.experimental`.
 EXPERIMENTAL_NAMES = ("call_logit_fn",)
 
 ESTIMATOR_HINT = (
-    "tpu_estimator_compat runs `Estimator` and `TPUEstimator`: the canned estimators are not "
-    "provided yet. Run a plain model_fn with `tf.estimator.Estimator(model_fn=...)`.")
+    "tpu_estimator_compat serves legacy tf.estimator's names (the canned estimators with "
+    "tensorflow-estimator 2.15.0 installed); this name is not one of them. Run the model as a "
+    "model_fn with `tf.estimator.Estimator(model_fn=...)`.")
 TPU_HINT = ("Only TPUEstimator, TPUEstimatorSpec, RunConfig, TPUConfig and "
             "InputPipelineConfig are provided.")
 
