@@ -152,25 +152,15 @@ def _train_input_fn():
     return tf.data.Dataset.from_tensor_slices(({"pixels": x}, y)).batch(32)
 
 
-@needs_package
-@pytest.mark.slow_cases("Baseline*", "Linear*", "DNNLinear*")
-@pytest.mark.parametrize("name", _CLASSES)
-def test_v1_canned_classifier_trains_and_evaluates(tmp_path, name):
-    est = _build(name, False, tmp_path)
-    est.train(_train_input_fn, steps=2)
-    metrics = est.evaluate(_train_input_fn, steps=2)
-    assert sorted(metrics) == ["accuracy", "average_loss", "global_step", "loss"]
-    assert metrics["global_step"] == 2
-    assert np.isfinite(metrics["loss"])
-
-
 # The v2 heads train with a tf_keras OptimizerV2 (its `iterations` the global step) and put
-# Keras Metric objects in eval_metric_ops: both run in the compiled replica step.
+# Keras Metric objects in eval_metric_ops; the v1 heads take v1 optimizers and metric pairs.
+# Both run in the compiled replica step.
 @needs_package
 @pytest.mark.slow_cases("Baseline*", "Linear*", "DNNLinear*")
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
 @pytest.mark.parametrize("name", _CLASSES)
-def test_v2_canned_classifier_trains_and_evaluates(tmp_path, name):
-    est = _build(name, True, tmp_path)
+def test_canned_classifier_trains_and_evaluates(tmp_path, name, v2):
+    est = _build(name, v2, tmp_path)
     est.train(_train_input_fn, steps=2)
     metrics = est.evaluate(_train_input_fn, steps=2)
     assert sorted(metrics) == ["accuracy", "average_loss", "global_step", "loss"]
