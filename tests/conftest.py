@@ -131,6 +131,8 @@ def legacy_recorder(name: str):
 _HEAVY_FILES_FIRST = (
     "test_realworld.py", "test_parity.py", "test_model_zoo.py", "test_safety.py",
     "test_legacy_models.py", "test_estimator.py", "test_embedding.py", "test_inference.py",
+    "test_eval_metric_ops.py", "test_keras_optimizer.py", "test_canned_import.py",
+    "test_numpy_io.py", "test_pandas_io.py",
     "test_warm_start.py", "test_summaries.py", "test_hooks.py", "test_migration_guide.py",
     "test_multi_worker.py", "test_metrics.py", "test_optimizer_apply.py", "test_run.py",
     "test_preemption.py", "test_loop.py", "test_eager_scope.py", "test_shapes.py",
