@@ -303,8 +303,8 @@ HYBRID_MODULES: dict[str, tuple[str, str]] = {
     "mode_keys": (MODEL, "constants"), "util": (MODEL, "helpers"), "gc": (MODEL, "helpers"),
     "tools": (MODEL, "checkpoint converter"), "api": (MODEL, "the generated API tree"),
 }
-# This library's modules served at ENGINE paths that are not alias namespaces; a module not
-# present yet (written by other work) falls back to the alias namespace and its placeholders.
+# This library's modules served at ENGINE paths that are not alias namespaces (the same
+# functions `LIBRARY_LAZY_NAMES` serves at `tf.estimator.inputs`).
 HYBRID_LIBRARY_MODULES = {"inputs.numpy_io": "tpu_estimator_compat.inputs.numpy_io",
                           "inputs.pandas_io": "tpu_estimator_compat.inputs.pandas_io"}
 
