@@ -46,9 +46,12 @@ ENV_VAR = "TPU_ESTIMATOR_COMPAT_PEER_SUITE"
 RECORD = "tests/goldens/peer_suite/record.json"
 PLUGIN = "peer_suite_plugin"
 DEFAULT_TIMEOUT = 600  # The baseline's limit per file.
+DEFAULT_TEST_TIMEOUT = 120  # One test past this is killed and its file runs on without it.
+PROGRESS_VAR = "TPU_ESTIMATOR_COMPAT_PEER_PROGRESS"  # Both read by dev/peer_suite_plugin.py.
+SKIP_VAR = "TPU_ESTIMATOR_COMPAT_PEER_SKIP"
 # Outcomes from worst to best: a test reported twice (a teardown error after its call
 # passed) keeps the worse one.
-_RANK = {"error": 0, "failed": 1, "skipped": 2, "passed": 3}
+_RANK = {"hung": -1, "error": 0, "failed": 1, "skipped": 2, "passed": 3}
 _SCRUB_ENV = ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
               "PYTEST_CURRENT_TEST", "PYTEST_PLUGINS")
 
@@ -151,43 +154,136 @@ def make_run_dir(suite: pathlib.Path) -> pathlib.Path:
     return run_dir
 
 
-def run_file(run_dir: pathlib.Path, rel: str, timeout: float, python: str) -> dict:
-    """One pytest process for one test file; its outcomes, or why there are none."""
-    xml_path = run_dir / "junit" / (rel.replace("/", "__") + ".xml")
-    xml_path.unlink(missing_ok=True)
-    command = [python, "-m", "pytest", rel, "-q", "-rfE", "-p", "no:cacheprovider",
-               "-p", PLUGIN, f"--junitxml={xml_path}"]
+def run_file(run_dir: pathlib.Path, rel: str, timeout: float, python: str,
+             test_timeout: float = DEFAULT_TEST_TIMEOUT,
+             known_hung: frozenset[str] = frozenset()) -> dict:
+    """One test file in pytest processes: its outcomes, or why there are none.
+
+    A test that runs past `test_timeout` (one that waits for a cluster that legacy's test
+    only mocked one layer down) is killed with its process; the file then runs again
+    without it and without the tests already reported, so one hang costs one test, not the
+    file. Tests in `known_hung` (hung when the record was made) are not run at all: they
+    cannot drop, and each would cost `test_timeout`. `timeout` bounds the file's whole time,
+    as the baseline's limit did.
+    """
     start = time.monotonic()
-    # A session of its own, so that a timeout ends the test process and its children only.
-    proc = subprocess.Popen(command, cwd=run_dir, env=_child_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        status = "ok"
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        status = "timeout"
-    result = {"file": rel, "status": status, "returncode": proc.returncode,
-              "seconds": round(time.monotonic() - start, 1), "outcomes": {}, "messages": {}}
+    outcomes = {test_id: "hung" for test_id in known_hung if file_of(test_id) == rel}
+    messages = {test_id: "hung in the record: not run" for test_id in outcomes}
+    while True:
+        status, returncode, output, lines = _pytest_once(
+            run_dir, rel, python, sorted(outcomes), start + timeout, test_timeout)
+        reported, reasons, running = progress_outcomes(lines)
+        outcomes.update(reported)
+        messages.update(reasons)
+        if status != "hung":
+            break
+        outcomes[running] = "hung"
+        messages[running] = f"hung: no end in {test_timeout:.0f} s; killed, the file ran on"
+    xml_path = _junit_path(run_dir, rel)
     if status == "ok" and xml_path.is_file():
-        result["outcomes"], result["messages"] = parse_junit(xml_path, rel)
+        junit_outcomes, junit_messages = parse_junit(xml_path, rel)
+        outcomes.update(junit_outcomes)
+        messages.update(junit_messages)
     elif status == "ok":
-        result["status"] = "no junit"  # The process died before pytest wrote its report.
-    if result["status"] != "ok":
-        result["tail"] = output.decode("utf-8", "replace")[-2000:]
+        status = "no junit"  # The process died before pytest wrote its report.
+    result = {"file": rel, "status": status, "returncode": returncode,
+              "seconds": round(time.monotonic() - start, 1), "outcomes": outcomes,
+              "messages": messages}
+    if status != "ok":
+        result["tail"] = output[-2000:]
     return result
 
 
+def _junit_path(run_dir: pathlib.Path, rel: str) -> pathlib.Path:
+    return run_dir / "junit" / (rel.replace("/", "__") + ".xml")
+
+
+def _pytest_once(run_dir: pathlib.Path, rel: str, python: str, deselect: list[str],
+                 deadline: float, test_timeout: float) -> tuple[str, int, str, list[str]]:
+    """One pytest process: (status, returncode, output, progress lines). Status is `ok`,
+    `timeout` (the file's deadline passed) or `hung` (one test ran past `test_timeout`)."""
+    xml_path = _junit_path(run_dir, rel)
+    xml_path.unlink(missing_ok=True)
+    progress = run_dir / "junit" / (rel.replace("/", "__") + ".progress")
+    progress.write_text("")
+    command = [python, "-m", "pytest", rel, "-q", "-rfE", "-p", "no:cacheprovider",
+               "-p", PLUGIN, f"--junitxml={xml_path}"]
+    skip = progress.with_suffix(".skip")
+    skip.write_text("".join(f"{test_id}\n" for test_id in deselect))
+    env = dict(_child_env(), **{PROGRESS_VAR: str(progress), SKIP_VAR: str(skip)})
+    status = "ok"
+    with tempfile.TemporaryFile() as out:
+        # A session of its own, so that a kill ends the test process and its children only.
+        proc = subprocess.Popen(command, cwd=run_dir, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        while proc.poll() is None:
+            time.sleep(0.5)
+            lines = progress.read_text(encoding="utf-8").splitlines()
+            if time.monotonic() > deadline:
+                status = "timeout"
+            elif _running_for(lines) > test_timeout:
+                status = "hung"
+            else:
+                continue
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        out.seek(0)
+        output = out.read().decode("utf-8", "replace")
+    return status, proc.returncode, output, progress.read_text(encoding="utf-8").splitlines()
+
+
+def _running_for(lines: list[str]) -> float:
+    """Seconds the test that started last and has not ended has run; 0 when none runs."""
+    for line in reversed(lines):
+        fields = line.split("\t")
+        if fields[0] == "end":
+            return 0.0
+        if fields[0] == "start":
+            return time.time() - float(fields[2])
+    return 0.0
+
+
+def progress_outcomes(lines: list[str]) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """(outcome by id of every test the plugin saw report, first failure line by id, the
+    test still running or None).
+
+    Junit's rules: a failed call is `failed`, a failed setup or teardown `error`, a skip in
+    any phase `skipped`; a test reported twice keeps the worse outcome.
+    """
+    outcomes: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    running = None
+    for line in lines:
+        fields = line.split("\t")
+        if fields[0] == "start":
+            running = fields[1]
+        elif fields[0] == "end":
+            running = None
+        elif fields[0] == "report" and len(fields) == 5:
+            nodeid, when, outcome, message = fields[1:]
+            if outcome == "failed":
+                outcome = "failed" if when == "call" else "error"
+            elif outcome == "passed" and when != "call":
+                continue
+            if nodeid not in outcomes or _RANK[outcome] < _RANK[outcomes[nodeid]]:
+                outcomes[nodeid] = outcome
+                if message:
+                    messages[nodeid] = message
+    return outcomes, messages, running
+
+
 def run_files(suite: pathlib.Path, files: list[str], jobs: int, timeout: float,
-              python: str, weights: dict[str, int]) -> dict[str, dict]:
+              python: str, weights: dict[str, int],
+              test_timeout: float = DEFAULT_TEST_TIMEOUT,
+              known_hung: frozenset[str] = frozenset()) -> dict[str, dict]:
     """Runs the files, `jobs` processes at a time, the biggest first; results by file."""
     run_dir = make_run_dir(suite)
     results: dict[str, dict] = {}
     try:
         order = sorted(files, key=lambda f: -weights.get(f, 0))
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(run_file, run_dir, rel, timeout, python): rel
+            futures = {pool.submit(run_file, run_dir, rel, timeout, python, test_timeout,
+                                   known_hung): rel
                        for rel in order}
             for future in concurrent.futures.as_completed(futures):
                 result = future.result()
@@ -201,11 +297,12 @@ def run_files(suite: pathlib.Path, files: list[str], jobs: int, timeout: float,
 
 
 def outcomes_of(results: dict[str, dict]) -> dict[str, str]:
-    """Every test's outcome; a file without a report is one id, with its status."""
+    """Every test's outcome; a file without a (whole) report is also one id, its status."""
     merged: dict[str, str] = {}
     for rel, result in results.items():
-        merged.update(result["outcomes"] if result["status"] == "ok" else
-                      {rel: result["status"]})
+        merged.update(result["outcomes"])  # A timed-out file keeps the tests that ended.
+        if result["status"] != "ok":
+            merged[rel] = result["status"]
     return merged
 
 
@@ -240,7 +337,7 @@ def failure_messages(baseline: dict[str, str], results: dict[str, dict]) -> dict
         result = results.get(file_of(test_id))
         if legacy != "passed" or result is None:
             continue
-        if result["status"] != "ok":
+        if result["status"] != "ok" and test_id not in result["outcomes"]:
             found[test_id] = result["status"]
         elif result["outcomes"].get(test_id) != "passed":
             # The test's own message, else its class's or file's (a collection error).
@@ -313,6 +410,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1, help="pytest processes at a time")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                         help="seconds per file before its process is killed")
+    parser.add_argument("--test-timeout", type=float, default=DEFAULT_TEST_TIMEOUT,
+                        help="seconds per test before it is killed and its file runs on")
     parser.add_argument("--out", help="write every file's results (outcomes, first failure "
                         "lines, seconds) as JSON here")
     parser.add_argument("--check", metavar="RECORD", help="exit 1 on a drop below RECORD")
@@ -333,7 +432,7 @@ def _files_to_run(args: argparse.Namespace, known: list[str]) -> list[str]:
     return known
 
 
-def _check(args, suite, baseline, results, files, weights) -> int:
+def _check(args, suite, baseline, results, files, weights, known_hung) -> int:
     """Compares with the record; files with a drop run once more before it counts."""
     record = load_json(args.check)
     if (record.get("pandas") is None) != (_pandas_version() is None):
@@ -345,7 +444,7 @@ def _check(args, suite, baseline, results, files, weights) -> int:
         print(f"peer_suite: {len(drops)} recorded passes failed; running {len(again)} "
               "file(s) once more", flush=True)
         second = outcomes_of(run_files(suite, again, args.jobs, args.timeout, args.python,
-                                       weights))
+                                       weights, args.test_timeout, known_hung))
         flaky = [t for t in drops if second.get(t) == "passed"]
         drops = [t for t in drops if t not in flaky]
         for test_id in flaky:
@@ -372,7 +471,11 @@ def main(argv: list[str] | None = None) -> int:
     files = _files_to_run(args, known)
     weights = collections.Counter(file_of(t) for t in baseline)
     start = time.monotonic()
-    results = run_files(suite, files, args.jobs, args.timeout, args.python, weights)
+    # Under --check, the tests the record holds as hung are not run (see run_file).
+    known_hung = frozenset(t for t, o in load_json(args.check)["outcomes"].items()
+                           if o == "hung") if args.check else frozenset()
+    results = run_files(suite, files, args.jobs, args.timeout, args.python, weights,
+                        args.test_timeout, known_hung)
     wall = time.monotonic() - start
     outcomes = outcomes_of(results)
     rows = summary_rows(baseline, outcomes, files)
@@ -392,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=0, sort_keys=False) + "\n")
     if args.check:
-        return _check(args, suite, baseline, results, files, weights)
+        return _check(args, suite, baseline, results, files, weights, known_hung)
     return 0
 
 

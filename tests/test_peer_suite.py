@@ -134,6 +134,62 @@ def test_re_recording_some_files_keeps_the_others():
     assert new["passing_of_legacy_passing"] == 1
 
 
+def test_progress_lines_become_outcomes_as_junit_counts_them():
+    lines = ["start\tt.py::A::a\t1.0", "report\tt.py::A::a\tsetup\tpassed\t",
+             "report\tt.py::A::a\tcall\tpassed\t", "report\tt.py::A::a\tteardown\tfailed\tboom",
+             "end\tt.py::A::a", "start\tt.py::A::b\t2.0",
+             "report\tt.py::A::b\tcall\tfailed\tAssertionError: 1 != 2", "end\tt.py::A::b",
+             "start\tt.py::A::c\t3.0", "report\tt.py::A::c\tsetup\tskipped\t",
+             "end\tt.py::A::c", "start\tt.py::A::d\t4.0",
+             "report\tt.py::A::d\tsetup\tpassed\t"]
+    outcomes, messages, running = peer_suite.progress_outcomes(lines)
+    assert outcomes == {"t.py::A::a": "error", "t.py::A::b": "failed", "t.py::A::c": "skipped"}
+    assert messages == {"t.py::A::a": "boom", "t.py::A::b": "AssertionError: 1 != 2"}
+    assert running == "t.py::A::d"
+
+
+_HANGS = """import time
+import unittest
+
+
+class T(unittest.TestCase):
+
+  def test_a(self):
+    pass
+
+  def test_b(self):
+    time.sleep(600)
+
+  def test_b_after(self):  # pytest's --deselect of test_b would drop this one too.
+    pass
+
+  def test_c(self):
+    self.assertEqual(1, 2)
+"""
+
+
+@pytest.mark.slow  # Three pytest processes that each import TensorFlow.
+def test_a_hung_test_is_killed_and_its_file_runs_on(tmp_path):
+    suite = tmp_path / "suite"
+    (suite / "tests").mkdir(parents=True)
+    (suite / "tests" / "hang_test.py").write_text(_HANGS)
+    run_dir = peer_suite.make_run_dir(suite)
+    result = peer_suite.run_file(run_dir, "tests/hang_test.py", 300, sys.executable,
+                                 test_timeout=20)
+    assert result["status"] == "ok", result
+    assert result["outcomes"] == {
+        "tests/hang_test.py::T::test_a": "passed", "tests/hang_test.py::T::test_b": "hung",
+        "tests/hang_test.py::T::test_b_after": "passed",
+        "tests/hang_test.py::T::test_c": "failed"}
+    assert result["messages"]["tests/hang_test.py::T::test_b"].startswith("hung")
+    # A check against a record that holds test_b as hung does not run it again.
+    again = peer_suite.run_file(run_dir, "tests/hang_test.py", 300, sys.executable,
+                                test_timeout=20,
+                                known_hung=frozenset({"tests/hang_test.py::T::test_b"}))
+    assert again["outcomes"] == result["outcomes"]
+    assert again["seconds"] < result["seconds"]
+
+
 @needs_suite
 def test_record_agrees_with_the_baseline():
     """The record's files and counts are the baseline's, recomputed from its outcomes."""
