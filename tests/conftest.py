@@ -174,12 +174,35 @@ def _case_is_marked_slow(item) -> bool:
                for mark in item.iter_markers("slow_cases") for pattern in mark.args)
 
 
-# Before the `-m` selection, which reads the `slow` marks added here.
+def _case_is_full(item) -> bool:
+    """True for a `slow` case CI leaves out: the test's `full` or `full_cases` mark names
+    it, or it repeats on 8 replicas a slow test whose other cases CI runs.
+
+    CI's slow set runs each slow test in at least one configuration. The 8-replica repeats
+    of tests that run on the default strategy there, and the rest of a test's grid, take
+    as long again; they run with `-m "slow and not legacy"` (README).
+    """
+    if item.get_closest_marker("full"):
+        return True
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return False
+    if any(fnmatch.fnmatchcase(callspec.id, pattern)
+           for mark in item.iter_markers("full_cases") for pattern in mark.args):
+        return True
+    return ("mirrored8" in callspec.id.split("-")
+            and item.get_closest_marker("slow") is not None)
+
+
+# Before the `-m` selection, which reads the `slow` and `full` marks added here.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     del config
     for item in items:
         if _eight_replica_variant_is_opt_in(item) or _case_is_marked_slow(item):
             item.add_marker(pytest.mark.slow)
+        if _case_is_full(item):
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.full)
     rank = {name: i for i, name in enumerate(_HEAVY_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # A stable sort.

@@ -6,11 +6,11 @@ TPU_ESTIMATOR_COMPAT_REALWORLD) is a real repository's script copied with its li
 checks on what legacy TPUEstimator produced (eval keys, checkpoint steps, event tags, export
 files) and one `<CASE> OK` line. Here each runs as
 `PY=<this python> RUN="<this python> -m tpu_estimator_compat.run --cpu_replicas=N" USE_TPU=...`,
-as the cases' README says. All of it is in the `slow` set, in configurations that cover each
-case's replica counts and use_tpu values pairwise: mobilenet on 2 replicas with use_tpu true
-and on 1 with false, efficientnet on 2 with true (its other three configurations take 7-9 min
-each on 2 cores), tpu_embedding on 2. `TPU_ESTIMATOR_COMPAT_REALWORLD_ALL=1` runs the whole
-grid (1 and 2 replicas, use_tpu true and false, for each case).
+as the cases' README says. All of it is in the `slow` set. CI runs three configurations
+that cover each case and each replica count and use_tpu value: mobilenet on 1 replica with
+use_tpu false, efficientnet and tpu_embedding on 2 with true; the rest of the grid (1 and 2
+replicas, use_tpu true and false, for each case; efficientnet's other three take 4-9 min each
+on 2 cores) is `full` (pytest.ini).
 """
 
 import os
@@ -47,19 +47,19 @@ GRID = [(case, replicas, use_tpu)
         for case in ("mobilenet", "efficientnet")
         for replicas in (2, 1) for use_tpu in ("true", "false")]
 GRID += [("tpu_embedding", replicas, "true") for replicas in (2, 1)]
-# What CI runs: every case, each replica count and use_tpu value of a case at least once.
-PAIRWISE = {("mobilenet", 2, "true"), ("mobilenet", 1, "false"), ("efficientnet", 2, "true"),
-            ("tpu_embedding", 2, "true")}
-CASES = GRID if os.environ.get("TPU_ESTIMATOR_COMPAT_REALWORLD_ALL") == "1" else [
-    c for c in GRID if c in PAIRWISE]
+# What CI runs: every case, each replica count and use_tpu value at least once. The rest of
+# the grid is `full` (pytest.ini): `-m "slow and not legacy"` runs it.
+IN_CI = {("mobilenet", 1, "false"), ("efficientnet", 2, "true"), ("tpu_embedding", 2, "true")}
 
 
 def _param(case, replicas, use_tpu):
-    return pytest.param(case, replicas, use_tpu, id=f"{case}-x{replicas}-use_tpu_{use_tpu}")
+    marks = () if (case, replicas, use_tpu) in IN_CI else (pytest.mark.full,)
+    return pytest.param(case, replicas, use_tpu, marks=marks,
+                        id=f"{case}-x{replicas}-use_tpu_{use_tpu}")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case, replicas, use_tpu", [_param(*c) for c in CASES])
+@pytest.mark.parametrize("case, replicas, use_tpu", [_param(*c) for c in GRID])
 def test_case_runs_unchanged_through_the_launcher(tmp_path, case, replicas, use_tpu):
     script = os.path.join(REALWORLD, case, "run.sh")
     python = sys.executable

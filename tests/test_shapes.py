@@ -7,8 +7,8 @@ processes, one per global mode, as real scripts switch it before anything else:
 cannot be undone reliably inside one test process. Each child trains, evaluates and predicts
 zoo models on 1 and 2 replicas (tests/scripts/tf1_shapes/zoo_child.py) and reports what
 model_fn and metric_fn saw; the default run takes two cases, one per eval path (the TPU
-path's host metric_fn, the CPU path's metric_fn in the step); `-m slow` takes every zoo case
-and a TF2 baseline the v1-TensorShape results must equal.
+path's host metric_fn, the CPU path's metric_fn in the step); the `full` set (pytest.ini) takes
+every zoo case and a TF2 baseline the v1-TensorShape results must equal.
 """
 
 import json
@@ -212,7 +212,7 @@ def test_zoo_trains_evaluates_and_predicts_with_tf1_shapes(children, mode):
             np.testing.assert_allclose(two[metric], one[metric], rtol=1e-4, err_msg=metric)
 
 
-@pytest.mark.slow
+@pytest.mark.full  # ~500 s of CPU for the three children.
 @pytest.mark.parametrize("mode", TF1_MODES)
 def test_every_zoo_model_with_tf1_shapes(sweep, mode):
     report = sweep[(mode, "1,2")].result()
@@ -220,7 +220,7 @@ def test_every_zoo_model_with_tf1_shapes(sweep, mode):
         _check_case(mode, key, outcome)
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_tf1_tensorshape_computes_what_tf2_does(sweep):
     """TF1 shapes alone change nothing the estimator computes, bit for bit."""
     baseline = sweep[("baseline", "1,2")].result()
