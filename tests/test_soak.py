@@ -3,7 +3,8 @@
 Checks, over cycles: resident memory does not grow (least-squares slope of RSS after warm-up),
 model_fn is not traced again after the first cycle (no retrace per call), and model_dir's
 file count stays bounded by keep_checkpoint_max. Bounded by SOAK_SECONDS (default 180, about
-250 cycles on 2 cores; 600 for a longer look).
+250 cycles on 2 cores; 600 for a longer look). CI runs the default strategy; the 8-replica
+case is `full` (pytest.ini: `-m "slow and not legacy"` runs it).
 Figures are printed, and written to bench/results/SOAK.json when SOAK_RECORD=1.
 
     SOAK_SECONDS=600 SOAK_RECORD=1 .venv/bin/python -m pytest tests/test_soak.py -m slow -s
