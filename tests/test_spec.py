@@ -54,7 +54,8 @@ def test_estimator_spec_fields_and_defaults():
                          "scaffold", "evaluation_hooks", "prediction_hooks")
     assert s.mode == "train" and s.loss is loss and s.train_op is op
     assert s.predictions == {} and s.eval_metric_ops == {}
-    assert s.export_outputs is None and s.scaffold is None
+    assert s.export_outputs is None
+    assert isinstance(s.scaffold, tf.compat.v1.train.Scaffold)  # Legacy's default.
     assert s.training_hooks == () and s.training_chief_hooks == ()
     assert s.evaluation_hooks == () and s.prediction_hooks == ()
 
@@ -366,7 +367,7 @@ def test_as_estimator_spec_with_list_tensors_and_host_call():
         host_hook = est.training_hooks[1]
         assert isinstance(host_hook, HostCallHook)
         assert est.evaluation_hooks == (host_hook,) and est.prediction_hooks == (host_hook,)
-        assert est.scaffold is None
+        assert isinstance(est.scaffold, tf.compat.v1.train.Scaffold)
         with tf.compat.v1.Session() as sess:
             assert sess.run(host_hook.tensors)[0].tolist() == [7]
             args = host_hook.before_run(None)

@@ -173,7 +173,11 @@ def _validate_eval_metric_ops(eval_metric_ops: Any) -> dict:
 
 
 def _validate_scaffold(scaffold: Any) -> Any:
-    if scaffold is not None and not isinstance(scaffold, tf.compat.v1.train.Scaffold):
+    """The scaffold, or an empty one as legacy filled in (canned heads' tests and model code
+    call `spec.scaffold.finalize()` on a spec built without one)."""
+    if scaffold is None:
+        return tf.compat.v1.train.Scaffold()
+    if not isinstance(scaffold, tf.compat.v1.train.Scaffold):
         raise TypeError(
                 "`scaffold` must be tf.train.Scaffold. Given: {!r}. Pass a "
                 "tf.compat.v1.train.Scaffold or None.".format(scaffold))
