@@ -280,8 +280,11 @@ def _tf_slim_module(relative: str) -> types.ModuleType | None:
         return None
 
 
-def _build_estimator_submodule(parts: Sequence[str]) -> types.ModuleType | None:
-    obj: Any = _estimator()
+def _build_estimator_submodule(root: str, parts: Sequence[str]) -> types.ModuleType | None:
+    """`<root>.<parts>`: a sub-namespace of the v1 or (`tensorflow.estimator`,
+    `tensorflow.compat.v2.estimator`) the v2 estimator namespace."""
+    v2 = root in estimator_map.ESTIMATOR_MODULE_NAMES_V2
+    obj: Any = namespaces.installed()["estimator_v2"] if v2 else _estimator()
     for part in parts:
         obj = getattr(obj, part, None)
     return obj if isinstance(obj, types.ModuleType) else None
@@ -354,7 +357,7 @@ def build_module(fullname: str) -> types.ModuleType | None:
         root = next((r for r in _ESTIMATOR_ROOTS if fullname.startswith(r + ".")), None)
         if root is None:  # A look-alike such as `tensorflow.contribution`.
             return None
-        module = _build_estimator_submodule(fullname[len(root) + 1:].split("."))
+        module = _build_estimator_submodule(root, fullname[len(root) + 1:].split("."))
     if module is None:
         raise _no_such_module(fullname)
     return module
