@@ -151,6 +151,19 @@ PATCHES: tuple[Patch, ...] = (
             "optimizer class inherits this method; no public API keeps it out of a trace.",
         build="tpu_estimator_compat.step.optimizer_apply:inference_keras_apply_gradients",
         signature="(self, grads_and_vars, name=None, experimental_aggregate_gradients=True)"),
+    Patch(
+        name="optimizer_apply.keras_iterations_retrace",
+        target="tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.iterations",
+        package="tf_keras",
+        why="A v2 canned model_fn sets `optimizer.iterations = global_step` on the optimizer "
+            "instance the user passed (`tf.estimator.DNNClassifier(optimizer=tf.keras."
+            "optimizers.legacy.Adagrad(0.05))`). Legacy called model_fn once per graph; "
+            "tf.function traces the step again after its first trace made variables, and "
+            "the property's setter refuses any second assignment, even of the very variable "
+            "it holds. The replacement lets that identical assignment through (setting "
+            "another variable still raises, as legacy's second `train()` did). No public API "
+            "reaches a property setter.",
+        build="tpu_estimator_compat.step.optimizer_apply:retraceable_keras_iterations"),
     # -- keras_env: model_fn sees the TF1 graph it was written for.
     Patch(
         name="keras_env.executing_eagerly_outside_functions",
