@@ -126,7 +126,8 @@ _installed: dict[str, Any] = {}
 
 
 def installed() -> dict[str, Any]:
-    """The installed `estimator` and `contrib` namespaces (empty before `install_aliases`)."""
+    """The installed `estimator` (v1), `estimator_v2` and `contrib` namespaces (empty before
+    `install_aliases`)."""
     with _installed_lock:
         return dict(_installed)
 
