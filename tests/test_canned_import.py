@@ -227,3 +227,30 @@ def test_v1_classifier_refuses_a_keras_optimizer(tmp_path):
     est = _dnn(tf.compat.v1.estimator, tf.keras.optimizers.legacy.Adagrad(0.05), tmp_path)
     with pytest.raises(ValueError, match="not an Optimizer instance"):
         est.train(_train_input_fn, steps=1)
+
+
+def _repeated_input_fn():
+    return _train_input_fn().repeat()
+
+
+@needs_package
+def test_v2_classifier_trains_twice_with_one_keras_optimizer_instance(tmp_path):
+    """Legacy refused a second `train()` with the same instance (a new graph's global step);
+    here it continues as one longer `train()` would have."""
+    def build(optimizer, model_dir):
+        columns = [tf.feature_column.numeric_column("pixels", shape=(64,))]
+        return tf.estimator.DNNClassifier(
+            [16], columns, n_classes=10, optimizer=optimizer, model_dir=str(model_dir),
+            config=tf.estimator.RunConfig(tf_random_seed=1))
+
+    optimizer = tf.keras.optimizers.legacy.Adagrad(0.05)
+    twice = build(optimizer, tmp_path / "twice")
+    twice.train(_repeated_input_fn, steps=2)
+    twice.train(_repeated_input_fn, steps=2)
+    once = build(tf.keras.optimizers.legacy.Adagrad(0.05), tmp_path / "once")
+    once.train(_repeated_input_fn, steps=4)
+    assert twice.get_variable_names() == once.get_variable_names()
+    for name in once.get_variable_names():
+        np.testing.assert_array_equal(twice.get_variable_value(name),
+                                      once.get_variable_value(name), err_msg=name)
+    assert twice.get_variable_value("global_step") == 4

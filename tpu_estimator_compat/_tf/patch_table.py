@@ -160,9 +160,8 @@ PATCHES: tuple[Patch, ...] = (
             "optimizers.legacy.Adagrad(0.05))`). Legacy called model_fn once per graph; "
             "tf.function traces the step again after its first trace made variables, and "
             "the property's setter refuses any second assignment, even of the very variable "
-            "it holds. The replacement lets that identical assignment through (setting "
-            "another variable still raises, as legacy's second `train()` did). No public API "
-            "reaches a property setter.",
+            "it holds. The replacement lets that identical assignment through (another "
+            "variable still gets tf_keras's error). No public API reaches a property setter.",
         build="tpu_estimator_compat.step.optimizer_apply:retraceable_keras_iterations"),
     # -- keras_env: model_fn sees the TF1 graph it was written for.
     Patch(
