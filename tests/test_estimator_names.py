@@ -108,3 +108,20 @@ def test_each_root_serves_its_namespace_and_shares_the_rest():
         assert getattr(v1, name) is getattr(v2, name), name
     assert v1.experimental.call_logit_fn is v2.experimental.call_logit_fn
     assert LEGACY["v2_is_compat_v2"]
+
+
+def test_private_modules_still_hold_the_v2_only_names(monkeypatch):
+    """Legacy's `canned/rnn.py` defined RNNClassifier; a private module path reaches it (or,
+    without the package, its placeholder) though `tf.compat.v1.estimator` has no such name."""
+    import importlib
+
+    from tpu_estimator_compat.scan import names  # pylint: disable=import-outside-toplevel
+
+    module = importlib.import_module("tensorflow.python.estimator.canned.rnn")
+    assert module.RNNClassifier is tf.estimator.experimental.RNNClassifier
+    expected = names.SERVED if estimator_map.package_installed() else names.REFUSED
+    assert names.judge("tensorflow.python.estimator.canned.rnn.RNNClassifier").status == expected
+    assert estimator_map.private_verdict("canned.rnn", "RNNClassifier")[0] == expected
+    monkeypatch.setattr(estimator_map, "package_installed", lambda: False)
+    status, note = estimator_map.private_verdict("canned.rnn", "RNNClassifier")
+    assert status == names.REFUSED and "tensorflow-estimator==2.15.0" in note  # Placeholder's.

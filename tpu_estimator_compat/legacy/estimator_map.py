@@ -409,7 +409,9 @@ def private_verdict(module: str, name: str) -> tuple[str, str]:
         return (CHANGED, CHANGED_NOTES[full]) if full in CHANGED_NOTES else (SERVED, "")
     if name in PRIVATE_HELPER_NAMES.get(module, ()):
         return SERVED, ""
-    for namespace in PRIVATE_SOURCES:
-        if name in served_names()[namespace] or name in refused_names()[namespace]:
-            return verdict(f"{namespace}.{name}".strip("."))
+    for v2 in (False, True):  # The v1 namespace's names first, then the v2-only ones.
+        served, refused = served_names(v2), refused_names(v2)
+        for namespace in PRIVATE_SOURCES:
+            if name in served[namespace] or name in refused[namespace]:
+                return verdict(f"{namespace}.{name}".strip("."), v2)
     return REFUSED, ESTIMATOR_HINT

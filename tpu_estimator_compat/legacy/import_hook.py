@@ -151,17 +151,19 @@ def _estimator_sources() -> list[Callable[[], Any]]:
     Legacy private modules defined their classes under their public names
     (`tpu.tpu_estimator.TPUEstimator`, `export.export_output.PredictOutput`,
     `hooks.basic_session_run_hooks.LoggingTensorHook`), so looking a name up in
-    `tf.estimator`, then its parts in `estimator_map.PRIVATE_SOURCES`' order answers them.
+    `tf.compat.v1.estimator`, then its parts in `estimator_map.PRIVATE_SOURCES`' order answers
+    them; then the v2 namespace's, for the names only it had (`canned.rnn.RNNClassifier`).
     """
-    def source(namespace: str) -> Callable[[], Any]:
+    def source(key: str, namespace: str) -> Callable[[], Any]:
         def get() -> Any:
-            obj = _estimator()
+            obj = namespaces.installed()[key]
             for part in filter(None, namespace.split(".")):
                 obj = getattr(obj, part)
             return obj
         return get
 
-    return [source(namespace) for namespace in estimator_map.PRIVATE_SOURCES]
+    return [source(key, namespace) for key in ("estimator", "estimator_v2")
+            for namespace in estimator_map.PRIVATE_SOURCES]
 
 
 def _build_private_estimator(name: str, relative: str,
