@@ -27,6 +27,9 @@
 #  - what scripts print through Python's logging under `python SCRIPT.py`: verbosity settings,
 #    absl flags, no app.run, a tiny TPUEstimator's progress lines
 #    (tests/legacy_recorder/log_lines.py -> tests/goldens/log_lines/).
+#  - legacy's two estimator namespaces (v1 and v2 name sets) and a v2 canned classifier's
+#    checkpoint names (tests/legacy_recorder/estimator_namespaces.py ->
+#    tests/goldens/estimator_namespaces/).
 # The default test run reads the goldens and never needs the legacy venv.
 #
 # --variant: the legacy stack rounds Eigen's conv kernels differently on another CPU kind, so
@@ -69,5 +72,6 @@ if [ -z "$models" ]; then
   .venv-legacy/bin/python tests/legacy_recorder/summary_names.py
   .venv-legacy/bin/python tests/legacy_recorder/log_lines.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_plain.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_namespaces.py
 fi
 du -sh tests/goldens

@@ -89,12 +89,13 @@ def test_engine_paths_are_ours_and_model_modules_the_package_s():
 
 
 @needs_package
-@pytest.mark.parametrize("namespace, name", [
-    (ns, name) for ns, names in estimator_map.PACKAGE_NAMES.items() for name in names])
-def test_public_names_are_the_package_s_objects(namespace, name):
-    module, _, attribute = estimator_map.PACKAGE_NAMES[namespace][name].partition(":")
+@pytest.mark.parametrize("v2, namespace, name", [
+    (v2, ns, name) for v2 in (False, True)
+    for ns, names in estimator_map.package_names(v2).items() for name in names])
+def test_public_names_are_the_package_s_objects(v2, namespace, name):
+    module, _, attribute = estimator_map.package_names(v2)[namespace][name].partition(":")
     real = getattr(importlib.import_module(f"{_TFE}.{module}"), attribute)
-    served = tf.compat.v1.estimator
+    served = tf.estimator if v2 else tf.compat.v1.estimator
     for part in filter(None, namespace.split(".")):
         served = getattr(served, part)
     assert getattr(served, name) is real
@@ -105,11 +106,18 @@ _CLASSES = ["BaselineClassifier", "DNNClassifier", "LinearClassifier",
 
 
 def _canned(name, v2):
-    """tf.compat.v1.estimator.<name>, or legacy tf.estimator's `<name>V2`."""
-    if not v2:
-        return getattr(tf.compat.v1.estimator, name)
+    """tf.compat.v1.estimator.<name>, or tf.estimator.<name>: legacy's `<name>V2`."""
+    return getattr(tf.estimator if v2 else tf.compat.v1.estimator, name)
+
+
+@needs_package
+@pytest.mark.parametrize("name", sorted(estimator_map.PACKAGE_NAMES_V2))
+def test_v2_roots_serve_legacy_v2_objects(name):
     module, _, attribute = estimator_map.PACKAGE_NAMES_V2[name].partition(":")
-    return getattr(importlib.import_module(f"{_TFE}.{module}"), attribute)
+    real = getattr(importlib.import_module(f"{_TFE}.{module}"), attribute)
+    assert getattr(tf.estimator, name) is real
+    assert tf.compat.v2.estimator is tf.estimator
+    assert getattr(tf.compat.v1.estimator, name) is not real
 
 
 def _digits(n=64):
@@ -167,3 +175,82 @@ def test_canned_classifier_trains_and_evaluates(tmp_path, name, v2):
     assert metrics["global_step"] == 2
     assert np.isfinite(metrics["loss"]) and 0.0 <= metrics["accuracy"] <= 1.0
     assert est.get_variable_value("global_step") == 2
+
+
+_GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "goldens",
+                       "estimator_namespaces", "legacy.json")
+
+
+def _dnn(root, optimizer, model_dir):
+    columns = [tf.feature_column.numeric_column("pixels", shape=(64,))]
+    return root.DNNClassifier([16], columns, n_classes=10, optimizer=optimizer,
+                              model_dir=str(model_dir))
+
+
+@needs_package
+def test_v2_dnn_classifier_with_a_keras_optimizer_instance_saves_legacy_s_names(tmp_path):
+    """tests/legacy_recorder/estimator_namespaces.py's `canned.v2`: `tf.estimator.DNNClassifier`
+    with a `tf.keras.optimizers.legacy.Adagrad` instance, 2 steps: the same class, checkpoint
+    variables (`training/Adagrad/...` slots) and evaluate() keys as legacy's."""
+    import json
+
+    with open(_GOLDEN) as f:
+        legacy = json.load(f)["canned"]["v2"]
+    est = _dnn(tf.estimator, tf.keras.optimizers.legacy.Adagrad(0.05), tmp_path)
+    assert f"{type(est).__module__}:{type(est).__qualname__}" == legacy["class"]
+    est.train(_train_input_fn, steps=2)
+    metrics = est.evaluate(_train_input_fn, steps=1)
+    assert sorted(metrics) == legacy["evaluate_keys"] and metrics["global_step"] == 2
+    saved = {name: shape for name, shape in tf.train.list_variables(est.latest_checkpoint())}
+    assert saved == legacy["variables"]
+    x, _ = _digits()
+    predictions = list(est.predict(
+        lambda: tf.data.Dataset.from_tensor_slices({"pixels": x}).batch(32)))
+    assert len(predictions) == len(x) and sorted(predictions[0]) == _CLASSIFIER_KEYS
+
+
+@needs_package
+def test_v2_classifier_refuses_a_non_legacy_keras_optimizer_as_legacy_did(tmp_path):
+    import json
+
+    with open(_GOLDEN) as f:
+        legacy = json.load(f)["keras_new_optimizer"]
+    est = _dnn(tf.estimator, tf.keras.optimizers.Adam(), tmp_path)
+    with pytest.raises(ValueError) as raised:
+        est.train(_train_input_fn, steps=1)
+    # Legacy named Keras 2.15's class (`keras.src...`); here it is tf_keras's.
+    assert str(raised.value).split("Received")[0] == legacy.split("Received")[0]
+
+
+@needs_package
+def test_v1_classifier_refuses_a_keras_optimizer(tmp_path):
+    est = _dnn(tf.compat.v1.estimator, tf.keras.optimizers.legacy.Adagrad(0.05), tmp_path)
+    with pytest.raises(ValueError, match="not an Optimizer instance"):
+        est.train(_train_input_fn, steps=1)
+
+
+def _repeated_input_fn():
+    return _train_input_fn().repeat()
+
+
+@needs_package
+def test_v2_classifier_trains_twice_with_one_keras_optimizer_instance(tmp_path):
+    """Legacy refused a second `train()` with the same instance (a new graph's global step);
+    here it continues as one longer `train()` would have."""
+    def build(optimizer, model_dir):
+        columns = [tf.feature_column.numeric_column("pixels", shape=(64,))]
+        return tf.estimator.DNNClassifier(
+            [16], columns, n_classes=10, optimizer=optimizer, model_dir=str(model_dir),
+            config=tf.estimator.RunConfig(tf_random_seed=1))
+
+    optimizer = tf.keras.optimizers.legacy.Adagrad(0.05)
+    twice = build(optimizer, tmp_path / "twice")
+    twice.train(_repeated_input_fn, steps=2)
+    twice.train(_repeated_input_fn, steps=2)
+    once = build(tf.keras.optimizers.legacy.Adagrad(0.05), tmp_path / "once")
+    once.train(_repeated_input_fn, steps=4)
+    assert twice.get_variable_names() == once.get_variable_names()
+    for name in once.get_variable_names():
+        np.testing.assert_array_equal(twice.get_variable_value(name),
+                                      once.get_variable_value(name), err_msg=name)
+    assert twice.get_variable_value("global_step") == 4

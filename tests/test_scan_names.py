@@ -40,30 +40,53 @@ def _namespace(root, namespace):
     return obj
 
 
+# The scan judges `tf.estimator` as the launcher's TF1 mode serves it (the v1 namespace) and
+# `tf.compat.v2.estimator` as the v2 one.
+_ROOTS = {"v1": "tf.estimator", "v2": "tf.compat.v2.estimator"}
+
+
+@pytest.mark.parametrize("version", sorted(_ROOTS))
 @pytest.mark.parametrize("namespace", estimator_map.NAMESPACES)
-def test_every_served_or_refused_estimator_name_has_that_verdict(namespace):
-    module = _namespace(estimator_names.build_estimator_namespace(), namespace)
+def test_every_served_or_refused_estimator_name_has_that_verdict(namespace, version):
+    module = _namespace(estimator_names.build_estimator_namespace(version == "v2"), namespace)
     members = {n: getattr(module, n) for n in namespaces.public_names(module)}
     assert members, namespace
     for name, value in members.items():
-        verdict = names.judge(".".join(filter(None, ["tf.estimator", namespace, name])))
+        verdict = names.judge(".".join(filter(None, [_ROOTS[version], namespace, name])))
         expected = names.REFUSED if _is_placeholder(value) else (names.SERVED, names.CHANGED)
         assert verdict.status in expected, (namespace, name, verdict)
         if _is_placeholder(value):
             assert verdict.note in value.__doc__  # Our error's hint is the scan's note.
 
 
+@pytest.mark.parametrize("version", sorted(_ROOTS))
 @pytest.mark.parametrize("namespace", estimator_map.NAMESPACES)
-def test_every_estimator_verdict_is_what_the_namespace_does(namespace):
-    module = _namespace(estimator_names.build_estimator_namespace(), namespace)
-    tabled = set(estimator_map.served_names()[namespace]) | set(
-        estimator_map.refused_names()[namespace])
+def test_every_estimator_verdict_is_what_the_namespace_does(namespace, version):
+    v2 = version == "v2"
+    module = _namespace(estimator_names.build_estimator_namespace(v2), namespace)
+    tabled = set(estimator_map.served_names(v2)[namespace]) | set(
+        estimator_map.refused_names(v2)[namespace])
     assert tabled == namespaces.public_names(module)
-    verdict = names.judge(".".join(filter(None, ["tf.estimator", namespace, "NoSuchName"])))
-    assert verdict.status == names.REFUSED
-    with pytest.raises(namespaces.LegacySymbolError) as raised:
-        getattr(module, "NoSuchName")
-    assert verdict.note in str(raised.value)
+    other = (estimator_map.V1_ONLY_NAMES if v2 else estimator_map.V2_ONLY_NAMES)
+    for name in ("NoSuchName",) + other.get(namespace, ()):
+        verdict = names.judge(".".join(filter(None, [_ROOTS[version], namespace, name])))
+        assert verdict.status == names.REFUSED
+        with pytest.raises(namespaces.LegacySymbolError) as raised:
+            getattr(module, name)
+        assert verdict.note in str(raised.value)
+
+
+@pytest.mark.parametrize("name, status", [
+    ("tf.estimator.experimental.KMeans", names.SERVED),  # TF1 mode: the v1 namespace.
+    ("tf.compat.v1.estimator.experimental.RNNClassifier", names.REFUSED),
+    ("tf.compat.v2.estimator.experimental.KMeans", names.REFUSED),
+    ("tf.compat.v1.compat.v2.estimator.experimental.RNNClassifier", names.SERVED),
+    ("tf.compat.v2.estimator.tpu.TPUEstimator", names.SERVED),
+])
+def test_scan_tells_the_two_estimator_namespaces_apart(name, status):
+    if not estimator_map.package_installed() and status == names.SERVED and "tpu" not in name:
+        status = names.REFUSED  # A placeholder naming the package.
+    assert names.judge(name).status == status
 
 
 def _real_model_module(prefix, module):

@@ -52,6 +52,23 @@ def test_view_serves_aliases_and_compat(tf1):
     assert tf1.__version__ == tf.__version__
 
 
+def test_view_serves_the_v1_estimator_namespace_and_compat_v2_the_v2_one(tf1):
+    """A TF1 script's `tf.estimator` is legacy's v1 namespace (the v1 canned classes, which
+    take the v1 optimizers TF1 scripts pass); `tf.compat.v2.estimator` stays the v2 one."""
+    assert tf1.estimator is tf.compat.v1.estimator is tf1.compat.v1.estimator
+    assert tf1.compat.v2.estimator is tf.estimator is not tf1.estimator
+    ns = _exec("""
+        import tensorflow as tf
+        import tensorflow.estimator as direct
+        from tensorflow.estimator import experimental
+        from tensorflow.compat.v2 import estimator as v2_estimator
+    """)
+    assert ns["direct"] is tf.compat.v1.estimator
+    assert ns["experimental"] is tf.compat.v1.estimator.experimental
+    assert ns["v2_estimator"] is tf.estimator
+    assert ns["tf"].estimator.DNNClassifier is tf.compat.v1.estimator.DNNClassifier
+
+
 def test_tf2_only_name_fails_instead_of_mixing_apis(tf1):
     with pytest.raises(AttributeError, match=r"`tf\.autodiff` does not exist in the TF1 API.*"
                                              r"tf\.compat\.v2\.autodiff"):

@@ -43,18 +43,20 @@ PATCHED_SYMBOLS = {
         ("tensorflow.compat.v1.train.Optimizer.apply_gradients",),
     "optimizer_apply.inference_keras_apply_gradients":
         ("tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.apply_gradients",),
+    "optimizer_apply.keras_iterations_retrace":
+        ("tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.iterations",),
     "keras_env.executing_eagerly_outside_functions":
         ("tensorflow.python.framework.ops.executing_eagerly_outside_functions",),
     "keras_env.maybe_init_scope": ("tf_keras.src.utils.tf_utils.maybe_init_scope",),
     "keras_env.should_use_v2": ("tf_keras.src.utils.version_utils.should_use_v2",),
-    "aliases.estimator": ("tensorflow.estimator", "tensorflow.compat.v1.estimator",
-                          "tensorflow.compat.v2.estimator",
+    "aliases.estimator": ("tensorflow.compat.v1.estimator",
                           "tensorflow.compat.v1.compat.v1.estimator",
-                          "tensorflow.compat.v1.compat.v2.estimator",
                           "tensorflow.compat.v2.compat.v1.estimator",
-                          "tensorflow.compat.v2.compat.v2.estimator",
-                          "tensorflow._api.v2.compat.v1.estimator",
-                          "tensorflow._api.v2.compat.v2.estimator"),
+                          "tensorflow._api.v2.compat.v1.estimator"),
+    "aliases.estimator_v2": ("tensorflow.estimator", "tensorflow.compat.v2.estimator",
+                             "tensorflow.compat.v1.compat.v2.estimator",
+                             "tensorflow.compat.v2.compat.v2.estimator",
+                             "tensorflow._api.v2.compat.v2.estimator"),
     "aliases.contrib": ("tensorflow.compat.v1.contrib", "tensorflow.compat.v1.compat.v1.contrib",
                         "tensorflow.compat.v2.compat.v1.contrib",
                         "tensorflow._api.v2.compat.v1.contrib"),
@@ -309,8 +311,11 @@ def test_added_attributes_are_deleted_again():
     with _none_installed():
         assert not hasattr(tf, "estimator")
         _tf_patches.install("aliases.estimator")
-        assert tf.estimator is tf.compat.v1.estimator
+        assert "estimator" not in vars(tf)  # `tf.estimator` is aliases.estimator_v2's.
+        _tf_patches.install("aliases.estimator_v2")
+        assert tf.estimator is tf.compat.v2.estimator is not tf.compat.v1.estimator
         _tf_patches.uninstall("aliases.estimator")
+        _tf_patches.uninstall("aliases.estimator_v2")
         assert "estimator" not in vars(tf)
 
 

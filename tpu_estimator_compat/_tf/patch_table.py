@@ -151,6 +151,18 @@ PATCHES: tuple[Patch, ...] = (
             "optimizer class inherits this method; no public API keeps it out of a trace.",
         build="tpu_estimator_compat.step.optimizer_apply:inference_keras_apply_gradients",
         signature="(self, grads_and_vars, name=None, experimental_aggregate_gradients=True)"),
+    Patch(
+        name="optimizer_apply.keras_iterations_retrace",
+        target="tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.iterations",
+        package="tf_keras",
+        why="A v2 canned model_fn sets `optimizer.iterations = global_step` on the optimizer "
+            "instance the user passed (`tf.estimator.DNNClassifier(optimizer=tf.keras."
+            "optimizers.legacy.Adagrad(0.05))`). Legacy called model_fn once per graph; "
+            "tf.function traces the step again after its first trace made variables, and "
+            "the property's setter refuses any second assignment, even of the very variable "
+            "it holds. The replacement lets that identical assignment through (another "
+            "variable still gets tf_keras's error). No public API reaches a property setter.",
+        build="tpu_estimator_compat.step.optimizer_apply:retraceable_keras_iterations"),
     # -- keras_env: model_fn sees the TF1 graph it was written for.
     Patch(
         name="keras_env.executing_eagerly_outside_functions",
@@ -203,22 +215,29 @@ PATCHES: tuple[Patch, ...] = (
     # -- aliases: the legacy names unchanged TF1 scripts import.
     Patch(
         name="aliases.estimator",
-        target="tensorflow.estimator",
-        also=("tensorflow.compat.v1.estimator", "tensorflow.compat.v2.estimator",
-              "tensorflow.compat.v1.compat.v1.estimator",
-              "tensorflow.compat.v1.compat.v2.estimator",
+        target="tensorflow.compat.v1.estimator",
+        also=("tensorflow.compat.v1.compat.v1.estimator",
               "tensorflow.compat.v2.compat.v1.estimator",
-              "tensorflow.compat.v2.compat.v2.estimator",
-              "tensorflow._api.v2.compat.v1.estimator",
-              "tensorflow._api.v2.compat.v2.estimator"),
+              "tensorflow._api.v2.compat.v1.estimator"),
         may_be_absent=True,
         why="TF 2.16+ dropped tf.estimator; legacy scripts reach it from every API root. "
             "Each root is a module object of its own: the nested ones (`import "
             "tensorflow.compat.v2 as tf` then `tf.compat.v1.estimator`: google-research/"
-            "bigbird core/utils.py), and `tf.compat.v1`/`v2` read before `import "
-            "tensorflow.compat.v1`/`v2` re-executed them under that name (`_api` objects). "
-            "Legacy served estimator on all of them.",
+            "bigbird core/utils.py), and `tf.compat.v1` read before `import "
+            "tensorflow.compat.v1` re-executed it under that name (an `_api` object). Legacy "
+            "served its v1 estimator namespace on every v1 root.",
         build="tpu_estimator_compat.legacy.aliases:estimator_namespace"),
+    Patch(
+        name="aliases.estimator_v2",
+        target="tensorflow.estimator",
+        also=("tensorflow.compat.v2.estimator",
+              "tensorflow.compat.v1.compat.v2.estimator",
+              "tensorflow.compat.v2.compat.v2.estimator",
+              "tensorflow._api.v2.compat.v2.estimator"),
+        may_be_absent=True,
+        why="As aliases.estimator, on every v2 root: legacy's v2 namespace there held the "
+            "`V2` canned classes (Keras optimizers, v2 heads), not the v1 ones.",
+        build="tpu_estimator_compat.legacy.aliases:estimator_v2_namespace"),
     Patch(
         name="aliases.contrib",
         target="tensorflow.compat.v1.contrib",

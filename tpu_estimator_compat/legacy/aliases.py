@@ -70,22 +70,45 @@ _built: dict[str, Any] = {}
 
 
 def _namespaces() -> dict[str, Any]:
-    """The `estimator` and `contrib` namespaces, built once per process.
+    """The `estimator` (v1), `estimator_v2` and `contrib` namespaces, built once per process.
 
     Built once so that `sys.modules` and the `_tf_patches` builders below hand out the same
     objects, however often the patches are installed and uninstalled.
     """
     with _built_lock:
         if not _built:
-            _built.update(estimator=estimator_names.build_estimator_namespace(),
+            estimators = estimator_names.build_estimator_namespaces()
+            _built.update(estimator=estimators["v1"], estimator_v2=estimators["v2"],
                           contrib=contrib_tree_lib.ContribTree().root())
         return dict(_built)
 
 
 def estimator_namespace(original: Any) -> namespaces_lib.AliasNamespace:
-    """The replacement of patch `aliases.estimator`: the legacy `tf.estimator` namespace."""
+    """The replacement of patch `aliases.estimator`: legacy's `tf.compat.v1.estimator`."""
     del original  # Absent on TF 2.16+.
     return _namespaces()["estimator"]
+
+
+def estimator_v2_namespace(original: Any) -> namespaces_lib.AliasNamespace:
+    """The replacement of patch `aliases.estimator_v2`: legacy's v2 `tf.estimator`."""
+    del original  # Absent on TF 2.16+.
+    return _namespaces()["estimator_v2"]
+
+
+def _register_estimator_modules(namespaces: dict[str, Any]) -> None:
+    """`tensorflow[.compat.v1|.compat.v2].estimator[.tpu|.export]` in `sys.modules`, which
+    `from tensorflow.compat.v1 import estimator` needs: each root's own namespace."""
+    roots = [(base, namespaces["estimator"])
+             for base in estimator_names.ESTIMATOR_MODULE_NAMES_V1]
+    roots += [(base, namespaces["estimator_v2"])
+              for base in estimator_names.ESTIMATOR_MODULE_NAMES_V2]
+    for base, estimator in roots:
+        sys.modules[base] = estimator
+        sys.modules[f"{base}.tpu"] = estimator.tpu
+        sys.modules[f"{base}.export"] = estimator.export
+        estimator.__dict__["__path__"] = []  # Packages: submodules resolve through the hook.
+        estimator.tpu.__dict__["__path__"] = []
+        estimator.export.__dict__["__path__"] = []
 
 
 def contrib_namespace(original: Any) -> Any:
@@ -104,8 +127,9 @@ def no_crash_tpu_cluster_resolver(original: Any) -> type:
 def install_aliases() -> None:
     """Puts the legacy names onto the real TensorFlow modules. Idempotent.
 
-    Sets `tf.estimator`, `tf.compat.v1.estimator` and `tf.compat.v2.estimator`, also on the
-    nested roots (`tf.compat.v2.compat.v1.estimator`, ...), and registers
+    Sets `tf.compat.v1.estimator` (legacy's v1 namespace) and `tf.estimator` and
+    `tf.compat.v2.estimator` (its v2 namespace: the `V2` canned classes), also on the nested
+    roots (`tf.compat.v2.compat.v1.estimator`, ...), and registers
     `tensorflow[.compat.v1|.compat.v2].estimator[.tpu|.export]` in `sys.modules`, which
     `from tensorflow.compat.v1 import estimator` needs; `tf.compat.v1.contrib` (also on the
     nested v1 roots); and replaces
@@ -129,14 +153,7 @@ def install_aliases() -> None:
         import tensorflow.compat.v2  # noqa: F401
 
         namespaces = _namespaces()
-        estimator = namespaces["estimator"]
-        for base in estimator_names.ESTIMATOR_MODULE_NAMES:
-            sys.modules[base] = estimator
-            sys.modules[f"{base}.tpu"] = estimator.tpu
-            sys.modules[f"{base}.export"] = estimator.export
-        estimator.__dict__["__path__"] = []  # Packages: submodules resolve through the hook.
-        estimator.tpu.__dict__["__path__"] = []
-        estimator.export.__dict__["__path__"] = []
+        _register_estimator_modules(namespaces)
         # `from tensorflow.compat.v1.tpu.experimental import AdagradParameters` loads that
         # package through the import system as a module object of its own (and rebinds
         # `tf.compat.v1.tpu` to its parent): load it before the patches bind, so that the

@@ -28,10 +28,14 @@ CHANGED = "changed"
 REFUSED = "refused"
 
 ESTIMATOR_MODULE = "tensorflow.compat.v1.estimator"
-# Every importable name of the estimator namespace (the nested API roots such as
-# `tf.compat.v2.compat.v1` are attributes only: no code imports them by module name).
-ESTIMATOR_MODULE_NAMES = (ESTIMATOR_MODULE, "tensorflow.estimator",
-                          "tensorflow.compat.v2.estimator")
+ESTIMATOR_MODULE_V2 = "tensorflow.estimator"
+# The importable names of the two estimator namespaces (the nested API roots such as
+# `tf.compat.v2.compat.v1` are attributes only: no code imports them by module name). As on
+# legacy, `tf.estimator` and `tf.compat.v2.estimator` are the v2 namespace,
+# `tf.compat.v1.estimator` the v1 one.
+ESTIMATOR_MODULE_NAMES_V1 = (ESTIMATOR_MODULE,)
+ESTIMATOR_MODULE_NAMES_V2 = (ESTIMATOR_MODULE_V2, "tensorflow.compat.v2.estimator")
+ESTIMATOR_MODULE_NAMES = ESTIMATOR_MODULE_NAMES_V1 + ESTIMATOR_MODULE_NAMES_V2
 
 # Legacy `tf.estimator` re-exported these `tf.compat.v1.train` session hooks under its own name.
 V1_TRAIN_HOOK_NAMES = (
@@ -119,9 +123,9 @@ LIBRARY_LAZY_NAMES: dict[str, dict[str, str]] = {
 # (`module:attribute`, relative to `TFE_PRIVATE`), by namespace: with tensorflow-estimator
 # 2.15.0 installed they are the package's own objects, imported on first use and built on this
 # library's engine modules (`ENGINE_MODULES`); without it they stay the placeholders above.
-# `tf.estimator` (v2) took the `V2` classes for the ones in `PACKAGE_NAMES_V2`; this library
-# serves one namespace at both roots, with the v1 variants (TF1 code, and the launcher's TF1
-# mode, reach `tf.compat.v1.estimator`; they take v1 optimizers, as TF1 scripts pass).
+# `tf.estimator` (v2) took the `V2` classes for the ones in `PACKAGE_NAMES_V2` (Keras
+# optimizers, v2 heads, Keras metrics); the launcher's TF1 mode gives `import tensorflow` the
+# v1 namespace, whose classes take the v1 optimizers TF1 scripts pass.
 _CANNED = {"Baseline": "baseline", "DNN": "dnn", "DNNLinearCombined": "dnn_linear_combined",
            "Linear": "linear"}
 _HEADS = {"Head": "base_head", "BinaryClassHead": "binary_class_head",
@@ -145,7 +149,7 @@ PACKAGE_NAMES: dict[str, dict[str, str]] = {
         "InMemoryEvaluatorHook": "hooks.hooks:InMemoryEvaluatorHook",
         "KMeans": "canned.kmeans:KMeansClustering",
         "LinearSDCA": "canned.linear:LinearSDCA",
-        # Legacy v2 only; served at the one namespace as well.
+        # Legacy v2 only (`V2_ONLY_NAMES`).
         "RNNClassifier": "canned.rnn:RNNClassifier", "RNNEstimator": "canned.rnn:RNNEstimator",
         "build_raw_supervised_input_receiver_fn":
             "export.export:build_raw_supervised_input_receiver_fn",
@@ -156,13 +160,38 @@ PACKAGE_NAMES: dict[str, dict[str, str]] = {
     },
     "export": {"EvalOutput": "export.export_output:EvalOutput"},
 }
-# Where legacy `tf.estimator` (v2) differed: not served yet (one namespace, see above).
+# Where legacy `tf.estimator` (v2) took another object of the package: the `V2` classes.
 PACKAGE_NAMES_V2 = {
     **{f"{family}{kind}": f"canned.{module}:{family}{kind}V2"
        for family, module in _CANNED.items() for kind in ("Classifier", "Estimator", "Regressor")},
     "classifier_parse_example_spec": "canned.parsing_utils:classifier_parse_example_spec_v2",
     "regressor_parse_example_spec": "canned.parsing_utils:regressor_parse_example_spec_v2",
 }
+# Names legacy had in one of its two namespaces only (tensorflow-estimator 2.15.0's `_api/v1`
+# and `_api/v2` trees; tests/goldens/estimator_namespaces/legacy.json records both), by
+# namespace. The other namespace raises `LegacySymbolError` for them, naming where they are.
+V1_ONLY_NAMES: dict[str, tuple[str, ...]] = {
+    "experimental": ("KMeans", "dnn_logit_fn_builder", "linear_logit_fn_builder")}
+V2_ONLY_NAMES: dict[str, tuple[str, ...]] = {"experimental": ("RNNClassifier", "RNNEstimator")}
+# Legacy's v2 namespace had no `tpu` and no `inputs` (TF 1.x's `tf.estimator` had both). This
+# library serves them at the v2 roots too, the same modules as at v1: a TF 1.x-era script whose
+# `import tensorflow` the launcher leaves as TF2 (`--tf1_mode=off`, or auto finding no TF1-only
+# name) still reaches `tf.estimator.tpu.TPUEstimator`; nothing that ran on legacy changes.
+V2_EXTRA_NAMESPACES = ("tpu", "tpu.experimental", "inputs")
+
+
+def only_elsewhere_hint(namespace: str, name: str, v2: bool) -> str:
+    """The hint for a name the other legacy namespace has, '' when neither or both have it."""
+    other = (V1_ONLY_NAMES if v2 else V2_ONLY_NAMES).get(namespace, ())
+    if name not in other:
+        return ""
+    where = "tf.compat.v1.estimator" if v2 else "tf.compat.v2.estimator"
+    this = "tf.estimator (v2)" if v2 else "tf.compat.v1.estimator"
+    full = ".".join(filter(None, [where, namespace, name]))
+    return (f"Legacy's {this} had no such name; it is `{full}` (legacy's "
+            f"{'v1' if v2 else 'v2'} namespace, served here too).")
+
+
 PACKAGE_HINT = ("Install tensorflow-estimator==2.15.0 (a dependency of tpu_estimator_compat: "
                 "`pip install --no-deps tensorflow-estimator==2.15.0`) to run it on this "
                 "library's engine.")
@@ -188,9 +217,25 @@ def package_installed() -> bool:
     return importlib.machinery.PathFinder.find_spec(TFE) is not None
 
 
-def served_names() -> dict[str, tuple[str, ...]]:
+def _without_other(tables: dict[str, dict[str, str]], v2: bool) -> dict[str, dict[str, str]]:
+    """`tables` less the names only the other legacy namespace had."""
+    other = V2_ONLY_NAMES if not v2 else V1_ONLY_NAMES
+    return {ns: {n: v for n, v in table.items() if n not in other.get(ns, ())}
+            for ns, table in tables.items()}
+
+
+def package_names(v2: bool = False) -> dict[str, dict[str, str]]:
+    """{namespace: {name: `module:attribute`}}: what the package supplies to the v1 or the v2
+    namespace (whether or not it is installed)."""
+    names = _without_other(PACKAGE_NAMES, v2)
+    if v2:
+        names[""] = {**names[""], **PACKAGE_NAMES_V2}
+    return names
+
+
+def served_names(v2: bool = False) -> dict[str, tuple[str, ...]]:
     """The names each namespace serves (not the placeholders), by namespace."""
-    package = ({ns: tuple(names) for ns, names in PACKAGE_NAMES.items()}
+    package = ({ns: tuple(names) for ns, names in package_names(v2).items()}
                if package_installed() else {})
     return {"": (("tpu", "export", "experimental", "inputs") + TOP_NAMES + V1_TRAIN_HOOK_NAMES
                  + TRAINING_NAMES + package.get("", ())),
@@ -200,13 +245,16 @@ def served_names() -> dict[str, tuple[str, ...]]:
             "inputs": tuple(LIBRARY_LAZY_NAMES["inputs"])}
 
 
-def refused_names() -> dict[str, dict[str, str]]:
+def refused_names(v2: bool = False) -> dict[str, dict[str, str]]:
     """{namespace: {name: hint}}: the placeholders each namespace holds."""
     installed = package_installed()
+    package_tables = package_names(v2)
+    classes = _without_other(UNAVAILABLE_CLASSES, v2)
+    functions = _without_other(UNAVAILABLE_FUNCTIONS, v2)
     refused = {}
     for ns in NAMESPACES:
-        package = PACKAGE_NAMES.get(ns, {})
-        hints = {**UNAVAILABLE_CLASSES.get(ns, {}), **UNAVAILABLE_FUNCTIONS.get(ns, {})}
+        package = package_tables.get(ns, {})
+        hints = {**classes.get(ns, {}), **functions.get(ns, {})}
         refused[ns] = {name: f"{PACKAGE_HINT} {hint}" if name in package else hint
                        for name, hint in hints.items()
                        if not (installed and name in package)}
@@ -218,18 +266,21 @@ def namespace_hint(namespace: str) -> str:
     return TPU_HINT if namespace == "tpu" else ESTIMATOR_HINT
 
 
-def verdict(name: str) -> tuple[str, str]:
-    """(status, note) for `tf.estimator.<name>`; a longer chain is the attribute of a name."""
+def verdict(name: str, v2: bool = False) -> tuple[str, str]:
+    """(status, note) for `name` in `tf.compat.v1.estimator` (`tf.estimator` in TF1 mode) or,
+    with `v2`, in the v2 `tf.estimator`; a longer chain is the attribute of a name."""
     namespace = ""
+    served, refused = served_names(v2), refused_names(v2)
     for part in name.split("."):
         full = f"{namespace}.{part}".strip(".")
         if full in NAMESPACES:
             namespace = full
             continue
-        if part in served_names()[namespace]:
+        if part in served[namespace]:
             return (CHANGED, CHANGED_NOTES[full]) if full in CHANGED_NOTES else (SERVED, "")
-        hint = refused_names()[namespace].get(part)
-        return REFUSED, hint or namespace_hint(namespace)
+        hint = refused[namespace].get(part)
+        return REFUSED, (hint or only_elsewhere_hint(namespace, part, v2)
+                         or namespace_hint(namespace))
     return SERVED, ""  # A namespace itself.
 
 
@@ -358,7 +409,9 @@ def private_verdict(module: str, name: str) -> tuple[str, str]:
         return (CHANGED, CHANGED_NOTES[full]) if full in CHANGED_NOTES else (SERVED, "")
     if name in PRIVATE_HELPER_NAMES.get(module, ()):
         return SERVED, ""
-    for namespace in PRIVATE_SOURCES:
-        if name in served_names()[namespace] or name in refused_names()[namespace]:
-            return verdict(f"{namespace}.{name}".strip("."))
+    for v2 in (False, True):  # The v1 namespace's names first, then the v2-only ones.
+        served, refused = served_names(v2), refused_names(v2)
+        for namespace in PRIVATE_SOURCES:
+            if name in served[namespace] or name in refused[namespace]:
+                return verdict(f"{namespace}.{name}".strip("."), v2)
     return REFUSED, ESTIMATOR_HINT

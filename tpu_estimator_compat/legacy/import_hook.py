@@ -151,17 +151,19 @@ def _estimator_sources() -> list[Callable[[], Any]]:
     Legacy private modules defined their classes under their public names
     (`tpu.tpu_estimator.TPUEstimator`, `export.export_output.PredictOutput`,
     `hooks.basic_session_run_hooks.LoggingTensorHook`), so looking a name up in
-    `tf.estimator`, then its parts in `estimator_map.PRIVATE_SOURCES`' order answers them.
+    `tf.compat.v1.estimator`, then its parts in `estimator_map.PRIVATE_SOURCES`' order answers
+    them; then the v2 namespace's, for the names only it had (`canned.rnn.RNNClassifier`).
     """
-    def source(namespace: str) -> Callable[[], Any]:
+    def source(key: str, namespace: str) -> Callable[[], Any]:
         def get() -> Any:
-            obj = _estimator()
+            obj = namespaces.installed()[key]
             for part in filter(None, namespace.split(".")):
                 obj = getattr(obj, part)
             return obj
         return get
 
-    return [source(namespace) for namespace in estimator_map.PRIVATE_SOURCES]
+    return [source(key, namespace) for key in ("estimator", "estimator_v2")
+            for namespace in estimator_map.PRIVATE_SOURCES]
 
 
 def _build_private_estimator(name: str, relative: str,
@@ -280,8 +282,11 @@ def _tf_slim_module(relative: str) -> types.ModuleType | None:
         return None
 
 
-def _build_estimator_submodule(parts: Sequence[str]) -> types.ModuleType | None:
-    obj: Any = _estimator()
+def _build_estimator_submodule(root: str, parts: Sequence[str]) -> types.ModuleType | None:
+    """`<root>.<parts>`: a sub-namespace of the v1 or (`tensorflow.estimator`,
+    `tensorflow.compat.v2.estimator`) the v2 estimator namespace."""
+    v2 = root in estimator_map.ESTIMATOR_MODULE_NAMES_V2
+    obj: Any = namespaces.installed()["estimator_v2"] if v2 else _estimator()
     for part in parts:
         obj = getattr(obj, part, None)
     return obj if isinstance(obj, types.ModuleType) else None
@@ -354,7 +359,7 @@ def build_module(fullname: str) -> types.ModuleType | None:
         root = next((r for r in _ESTIMATOR_ROOTS if fullname.startswith(r + ".")), None)
         if root is None:  # A look-alike such as `tensorflow.contribution`.
             return None
-        module = _build_estimator_submodule(fullname[len(root) + 1:].split("."))
+        module = _build_estimator_submodule(root, fullname[len(root) + 1:].split("."))
     if module is None:
         raise _no_such_module(fullname)
     return module

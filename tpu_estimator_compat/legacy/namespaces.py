@@ -73,12 +73,15 @@ class AliasNamespace(types.ModuleType):
     def __init__(self, name: str, display_name: str, doc: str,
                  members: Mapping[str, Any] | None = None,
                  sources: Iterable[Callable[[], Any]] = (),
-                 hint: str = "", lazy: Mapping[str, Callable[[], Any]] | None = None) -> None:
+                 hint: str = "", lazy: Mapping[str, Callable[[], Any]] | None = None,
+                 hints: Mapping[str, str] | None = None) -> None:
         super().__init__(name, doc)
         self.__dict__.update(members or {})
         self.__dict__["_alias_display_name"] = display_name
         self.__dict__["_alias_sources"] = tuple(sources)
         self.__dict__["_alias_hint"] = hint
+        # Hints of their own for some unknown names (a name another namespace has).
+        self.__dict__["_alias_hints"] = dict(hints or {})
         # Members whose value is loaded on first access (another package's objects, which
         # importing this library must not import), then kept like any member.
         self.__dict__["_alias_lazy"] = dict(lazy or {})
@@ -95,8 +98,9 @@ class AliasNamespace(types.ModuleType):
             value = getattr(source(), attr, _MISSING)
             if value is not _MISSING:
                 return value
+        hint = self._alias_hints.get(attr, self._alias_hint)
         raise LegacySymbolError(f"`{self._alias_display_name}.{attr}` is not available on "
-                                f"TensorFlow 2 through tpu_estimator_compat. {self._alias_hint}")
+                                f"TensorFlow 2 through tpu_estimator_compat. {hint}")
 
     def __dir__(self) -> list[str]:
         names = set(super().__dir__()) | set(self._alias_lazy)
@@ -122,7 +126,8 @@ _installed: dict[str, Any] = {}
 
 
 def installed() -> dict[str, Any]:
-    """The installed `estimator` and `contrib` namespaces (empty before `install_aliases`)."""
+    """The installed `estimator` (v1), `estimator_v2` and `contrib` namespaces (empty before
+    `install_aliases`)."""
     with _installed_lock:
         return dict(_installed)
 

@@ -99,8 +99,8 @@ def patched_names() -> dict[str, str]:
     """{`tf.` name: status} of the names `install_aliases` adds or replaces on TensorFlow."""
     found = {}
     for patch in patch_table.PATCHES:
-        if not patch.name.startswith("aliases.") or patch.name in ("aliases.estimator",
-                                                                   "aliases.contrib"):
+        if not patch.name.startswith("aliases.") or patch.name in (
+                "aliases.estimator", "aliases.estimator_v2", "aliases.contrib"):
             continue
         for path in patch.paths:
             if path.startswith("tensorflow.") and "._api." not in path:
@@ -120,8 +120,10 @@ def _fold_roots(parts: list[str]) -> list[str]:
     return parts
 
 
-def _estimator(parts: list[str]) -> Verdict:
-    status, note = estimator_map.verdict(".".join(parts))
+def _estimator(parts: list[str], v2: bool = False) -> Verdict:
+    """`tf.estimator.<parts>`: the v1 namespace (what `tf.estimator` is in the launcher's TF1
+    mode), or with `v2` the v2 one (`tf.compat.v2.estimator`)."""
+    status, note = estimator_map.verdict(".".join(parts), v2)
     shown = parts
     for i in range(1, len(parts) + 1):  # Trim to the symbol that decides.
         if ".".join(parts[:i]) not in estimator_map.NAMESPACES:
@@ -187,9 +189,11 @@ def _private_estimator(prefix: str, parts: list[str]) -> Verdict:
 
 
 def _public(parts: list[str]) -> Verdict | None:
-    parts = _fold_roots(parts)
+    folded = _fold_roots(parts)
+    explicit_v2 = folded != parts  # A `compat.v2` root was folded away.
+    parts = folded
     if parts[:1] == ["estimator"]:
-        return _estimator(parts[1:])
+        return _estimator(parts[1:], explicit_v2)
     if parts[:3] == ["compat", "v1", "estimator"]:
         return _estimator(parts[3:])
     if parts[:1] == ["contrib"]:

@@ -431,6 +431,24 @@ def inference_keras_apply_gradients(original: Callable[..., Any]) -> Callable[..
     return apply_gradients
 
 
+def retraceable_keras_iterations(original: property) -> property:
+    """Builds the `OptimizerV2.iterations` property of patch
+    `optimizer_apply.keras_iterations_retrace`: assigning the variable it already holds (a
+    retrace of the same model_fn setting the same global step) is a no-op; anything else goes
+    to tf_keras's own setter, which refuses it with tf_keras's error."""
+
+    def set_iterations(self: Any, variable: Any) -> None:
+        try:
+            original.fset(self, variable)
+        except RuntimeError:
+            # The setter refuses once `iterations` holds a variable, which the getter then
+            # returns as it is (it only creates one when none is held).
+            if original.fget(self) is not variable:
+                raise
+
+    return property(original.fget, set_iterations, original.fdel, original.__doc__)
+
+
 @contextlib.contextmanager
 def not_training() -> Iterator[None]:
     """Inside (while model_fn builds an EVAL or PREDICT step): every optimizer's
