@@ -33,6 +33,8 @@ LOSS_TAG = "loss"
 
 
 def _scalar_value(tag: str, value: Any) -> Any | None:
+    if tf.nest.is_nested(value):  # A metric's nest of values: no scalar (legacy skipped it).
+        return None
     array = np.asarray(value)
     if array.shape != () or not np.issubdtype(array.dtype, np.number) and array.dtype != bool:
         return None
