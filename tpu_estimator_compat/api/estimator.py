@@ -348,6 +348,31 @@ class Estimator:
                 raise
             raise error from e
 
+    # Legacy's private input helpers, which subclasses and tools of its era call.
+
+    def _call_input_fn(self, input_fn: Callable[..., Any], mode: str,
+                       input_context: Any = None) -> Any:
+        """input_fn called with those of params, config, mode and input_context it takes."""
+        accepted = set(inspect.signature(input_fn).parameters)
+        kwargs = {name: value for name, value in (
+            ("params", self.params), ("config", self._config), ("mode", mode),
+            ("input_context", input_context)) if name in accepted}
+        if "input_context" in accepted and input_context is None:
+            del kwargs["input_context"]
+        return input_fn(**kwargs)
+
+    def _get_iterator_from_input_fn(self, input_fn: Callable[..., Any], mode: str,
+                                    distribution: Any = None) -> tuple[Any, list[Any]]:
+        """(an iterator over input_fn's dataset, its input hooks: none here), as legacy's.
+
+        With `distribution`, its `make_input_fn_iterator` calls input_fn with an input
+        context; otherwise input_fn's dataset is iterated eagerly.
+        """
+        if distribution is not None:
+            return distribution.make_input_fn_iterator(
+                lambda input_context: self._call_input_fn(input_fn, mode, input_context)), []
+        return iter(self._call_input_fn(input_fn, mode)), []
+
     # ------------------------------------------------------------------------------------
     # evaluate / predict
 
