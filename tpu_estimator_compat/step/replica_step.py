@@ -278,7 +278,8 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
                 raise ValueError(
                     "model_fn returned a spec without `train_op` in TRAIN mode. Return "
                     "`TPUEstimatorSpec(mode, loss=..., train_op=optimizer.minimize(...))`.")
-            record.observe(spec, ModeKeys.TRAIN)
+            record.observe(spec, ModeKeys.TRAIN,
+                           config_is_chief=bool(getattr(caller.config, "is_chief", True)))
             record.observe_graph(spec)
             summary_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
             if write_summaries:
@@ -427,11 +428,13 @@ class TraceRecord:
             loss = getattr(spec, "loss", None)
             self.loss_name = loss.name if tf.is_symbolic_tensor(loss) else None
 
-    def observe(self, spec: Any, mode: str | None = None) -> None:
+    def observe(self, spec: Any, mode: str | None = None, config_is_chief: bool = True) -> None:
         """Keeps what the host needs from a spec: host_call, scaffold_fn, hooks.
 
         `mode`: the run's (the spec's by default; legacy let a model_fn without a `mode`
         argument return `EstimatorSpec(mode=None)`, and went by the run's).
+        `config_is_chief`: the RunConfig's `is_chief`, which legacy's Estimator read to run
+        `training_chief_hooks` (a RunConfig subclass may say otherwise than the cluster).
 
         From the first replica only: legacy TPU traced model_fn once, and what the other
         replicas return is the same code over their own copies of the graph's names (their
@@ -451,7 +454,8 @@ class TraceRecord:
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
                       ModeKeys.PREDICT: "prediction_hooks"}[mode]
         self.hooks = tuple(getattr(spec, mode_hooks, None) or ())
-        if mode == ModeKeys.TRAIN and cluster.is_chief(tf.distribute.get_strategy()):
+        if (mode == ModeKeys.TRAIN and config_is_chief
+                and cluster.is_chief(tf.distribute.get_strategy())):
             # Only a plain Estimator's spec gets here with them: legacy ran them on the chief.
             self.hooks += tuple(getattr(spec, "training_chief_hooks", None) or ())
 
