@@ -208,6 +208,15 @@ def test_training_chief_hooks_run_on_the_chief(tmp_path):
     est.train(input_fn, steps=3)
     assert CountHook.runs == 3  # One step per session.run, as legacy.
 
+    class NotChief(tf.estimator.RunConfig):  # Legacy read the config's is_chief.
+        @property
+        def is_chief(self):
+            return False
+
+    tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "worker"),
+                           config=NotChief()).train(input_fn, steps=2)
+    assert CountHook.runs == 3
+
 
 def test_export_saved_model_serves_the_checkpoint(tmp_path):
     est = tf.estimator.Estimator(linear_model_fn, model_dir=str(tmp_path / "model"))
