@@ -4,6 +4,7 @@ evaluate with `eval_metric_ops`, predict, export, and `RunConfig(train_distribut
 Every test runs for real and reads what was written back with TensorFlow's own readers.
 """
 
+import inspect
 import os
 
 import numpy as np
@@ -207,6 +208,15 @@ def test_training_chief_hooks_run_on_the_chief(tmp_path):
     est.train(input_fn, steps=3)
     assert CountHook.runs == 3  # One step per session.run, as legacy.
 
+    class NotChief(tf.estimator.RunConfig):  # Legacy read the config's is_chief.
+        @property
+        def is_chief(self):
+            return False
+
+    tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "worker"),
+                           config=NotChief()).train(input_fn, steps=2)
+    assert CountHook.runs == 3
+
 
 def test_export_saved_model_serves_the_checkpoint(tmp_path):
     est = tf.estimator.Estimator(linear_model_fn, model_dir=str(tmp_path / "model"))
@@ -256,3 +266,206 @@ def test_plain_estimator_matches_legacy_bit_for_bit(tmp_path):
         assert got["shape"] == want["shape"], name
         np.testing.assert_array_equal(np.asarray(got["value"], np.float32),
                                       np.asarray(want["value"], np.float32), err_msg=name)
+
+
+# ----------------------------------------------------------------------------------------
+# Legacy Estimator's contracts (tensorflow-estimator 2.15.0's estimator.py).
+
+
+def constant_input_fn():
+    """Tensors, not a dataset: legacy's session ran them at every step (the same batch)."""
+    return {"x": tf.constant([[1.0], [2.0]])}, tf.constant([[1], [0]])
+
+
+def constant_predictions_model_fn(predictions):
+    def model_fn(features, labels, mode):
+        weight = v1.get_variable("w", [], initializer=v1.constant_initializer(2.0))
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions=predictions(weight))
+        loss = tf.reduce_mean(features["x"]) * weight
+        return tf.estimator.EstimatorSpec(
+            mode, loss=loss, train_op=v1.assign_add(v1.train.get_global_step(), 1))
+    return model_fn
+
+
+def test_predictions_need_not_have_the_features_batch(tmp_path):
+    # Legacy yielded each step's own rows: one row here for a batch of two.
+    est = Estimator(constant_predictions_model_fn(lambda w: tf.reshape(w * 5.0, [1, 1])),
+                    model_dir=str(tmp_path))
+    est.train(constant_input_fn, steps=1)
+    assert next(est.predict(constant_input_fn)) == pytest.approx([10.0])
+    dicts = Estimator(constant_predictions_model_fn(
+        lambda w: {"a": tf.fill([3], w), "b": tf.zeros([3, 2])}), model_dir=str(tmp_path))
+    batch = next(dicts.predict(constant_input_fn, yield_single_examples=False))
+    assert batch["a"].tolist() == [2.0, 2.0, 2.0] and batch["b"].shape == (3, 2)
+    rows = dicts.predict(constant_input_fn)
+    assert [sorted(next(rows)) for _ in range(4)] == [["a", "b"]] * 4  # Same batch again.
+
+
+def test_prediction_keys_of_different_lengths_get_legacys_error(tmp_path):
+    est = Estimator(constant_predictions_model_fn(
+        lambda w: {"y1": tf.fill([1, 1], w), "y2": tf.fill([2, 1], w)}),
+        model_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"^Batch length of predictions should be same\. "
+                                         r"y2 has different batch length"):
+        next(est.predict(constant_input_fn))
+
+
+def test_predict_keys_as_legacy_chose_them(tmp_path):
+    dict_est = Estimator(constant_predictions_model_fn(
+        lambda w: {"y1": tf.fill([2], w), "y2": tf.fill([2], -w)}), model_dir=str(tmp_path))
+    assert next(dict_est.predict(constant_input_fn, predict_keys=["y1", "nope"])) == {
+        "y1": 2.0}
+    assert sorted(next(dict_est.predict(constant_input_fn, predict_keys=[]))) == ["y1", "y2"]
+    with pytest.raises(ValueError, match=r"^Expected to run at least one output from "
+                                         r"\['y1', 'y2'\], provided \['y3'\]"):
+        next(dict_est.predict(constant_input_fn, predict_keys=["y3"]))
+    tensor_est = Estimator(constant_predictions_model_fn(lambda w: tf.fill([2], w)),
+                           model_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"^predict_keys argument is not valid in case of "
+                                         r"non-dict predictions"):
+        next(tensor_est.predict(constant_input_fn, predict_keys=["y"]))
+
+
+def test_non_batch_major_predictions_on_several_replicas_are_refused(tmp_path):
+    from conftest import make_strategy
+
+    config = tf.estimator.RunConfig(eval_distribute=make_strategy("mirrored8"))
+    est = Estimator(constant_predictions_model_fn(lambda w: tf.fill([1], w)),
+                    model_dir=str(tmp_path), config=config)
+
+    def dataset_input_fn():
+        return tf.data.Dataset.from_tensor_slices({"x": X}).batch(BATCH)
+
+    with pytest.raises(ValueError, match=r"predict runs on several replicas.*Legacy's "
+                                         r"Estimator predicted on one device"):
+        next(est.predict(dataset_input_fn))
+
+
+def test_constant_tensors_evaluate_steps_times(tmp_path):
+    def model_fn(features, labels, mode):
+        counter = v1.Variable(0.0, name="counter", collections=[v1.GraphKeys.LOCAL_VARIABLES])
+        loss = 2.0 * v1.assign_add(counter, 1.0)  # 2, 4, 6, 8, 10 over five steps.
+        return tf.estimator.EstimatorSpec(
+            mode, loss=loss, train_op=v1.assign_add(v1.train.get_global_step(), 1))
+
+    est = Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(constant_input_fn, steps=1)
+    assert est.evaluate(constant_input_fn, steps=5)["loss"] == pytest.approx(6.0)
+
+
+def test_nested_metric_values_come_back_nested(tmp_path):
+    def model_fn(features, labels, mode):
+        return tf.estimator.EstimatorSpec(
+            mode, loss=tf.constant(1.0),
+            train_op=v1.assign_add(v1.train.get_global_step(), 1),
+            eval_metric_ops={"nested": (((tf.constant(2.0), tf.constant(1)),
+                                         tf.constant(3.0, tf.float64)), tf.no_op()),
+                             "vector": (tf.constant([1.0, 0.5]), tf.no_op())})
+
+    est = Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(constant_input_fn, steps=1)
+    (two, one), three = est.evaluate(constant_input_fn, steps=1)["nested"]
+    assert (float(two), int(one), float(three)) == (2.0, 1, 3.0)
+    events = [v for path in tf.io.gfile.glob(os.path.join(est.eval_dir(), "events*"))
+              for e in tf.compat.v1.train.summary_iterator(path) for v in e.summary.value]
+    assert "nested" not in {v.tag for v in events}  # Legacy wrote no summary for a nest.
+    vector = [v for v in events if v.tag == "vector"]
+    assert tf.make_ndarray(vector[0].tensor).tolist() == [1.0, 0.5]
+
+
+def test_mode_less_model_fn_may_return_a_spec_without_mode(tmp_path):
+    def model_fn(features):
+        return tf.estimator.EstimatorSpec(
+            mode=None, predictions=tf.constant(0.0), loss=tf.reduce_sum(features["x"]) * 0.0,
+            train_op=v1.assign_add(v1.train.get_global_step(), 1))
+
+    est = Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(lambda: {"x": tf.constant([[4.0]])}, steps=2)
+    assert est.get_variable_value("global_step") == 2
+
+
+def test_train_arguments_get_legacys_errors(tmp_path):
+    est = Estimator(constant_predictions_model_fn(lambda w: w), model_dir=str(tmp_path))
+    with pytest.raises(TypeError, match=r"^Hooks must be a SessionRunHook, given: 'hook'"):
+        est.train(constant_input_fn, steps=1, hooks=["hook"])
+    with pytest.raises(TypeError, match=r"^saving_listeners must be a list of "
+                                        r"CheckpointSaverListener, given: 'listener'"):
+        est.train(constant_input_fn, steps=1, saving_listeners=["listener"])
+    with pytest.raises(ValueError, match=r"^input_fn should return \(features, labels\) as "
+                                         r"a len 2 tuple; received a tuple of 3"):
+        est.train(lambda: (4, 5, 6), steps=1)
+    no_saves = Estimator(constant_predictions_model_fn(lambda w: w), model_dir=str(tmp_path),
+                         config=tf.estimator.RunConfig(save_checkpoints_steps=None,
+                                                       save_checkpoints_secs=None))
+    with pytest.raises(ValueError, match=r"^There should be a CheckpointSaverHook to use "
+                                         r"saving_listeners"):
+        no_saves.train(constant_input_fn, steps=1,
+                       saving_listeners=[v1.train.CheckpointSaverListener()])
+
+
+def test_train_on_an_evaluator_task_points_to_train_and_evaluate(tmp_path, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"chief": ["localhost:2222"]}, '
+                                    '"task": {"type": "evaluator", "index": 0}}')
+    est = Estimator(constant_predictions_model_fn(lambda w: w), model_dir=str(tmp_path),
+                    config=tf.estimator.RunConfig())
+    with pytest.raises(ValueError, match=r"Please use tf\.estimator\.train_and_evaluate"):
+        est.train(constant_input_fn, steps=1)
+
+
+def test_session_config_and_model_fn_property_as_legacy(tmp_path):
+    seen = {}
+
+    def model_fn(features, labels, mode, params, config):
+        seen.update(params=params, config=config, mode=mode)
+        return tf.estimator.EstimatorSpec(mode, predictions=features["x"])
+
+    est = Estimator(model_fn, model_dir=str(tmp_path), params={"k": 1})
+    assert est._session_config.allow_soft_placement
+    assert est.config.session_config.graph_options.rewrite_options.meta_optimizer_iterations == 1
+    bound = est.model_fn
+    assert list(inspect.signature(bound).parameters) == ["features", "labels", "mode",
+                                                         "config"]
+    with tf.Graph().as_default():
+        spec = bound({"x": tf.constant([[1.0]])}, None, "infer", est.config)
+    assert isinstance(spec, tf.estimator.EstimatorSpec)
+    assert seen["params"] == {"k": 1} and seen["mode"] == "infer"
+
+
+def test_subclasses_may_extend_but_not_override(tmp_path):
+    class Overriding(Estimator):
+        def predict(self, input_fn):
+            return None
+
+    class Extending(Estimator):
+        def predict_proba(self, input_fn):
+            return None
+
+        def latest_checkpoint(self):  # On legacy's allow-list.
+            return None
+
+    with pytest.raises(ValueError, match=r"^Subclasses of Estimator cannot override members "
+                                         r"of Estimator\. .* does override \['predict'\]"):
+        Overriding(linear_model_fn, model_dir=str(tmp_path))
+    Extending(linear_model_fn, model_dir=str(tmp_path))
+
+
+def test_each_run_sets_run_configs_seed_as_the_graph_seed(tmp_path):
+    def seed_recording_model_fn(seeds):
+        def model_fn(features, labels, mode):
+            seeds.append(v1.get_default_graph().seed)
+            return tf.estimator.EstimatorSpec(
+                mode, loss=tf.constant(0.0),
+                train_op=v1.assign_add(v1.train.get_global_step(), 1))
+        return model_fn
+
+    unseeded, seeded = [], []
+    tf.random.set_seed(7)  # A script's seed: legacy's new graphs never saw it.
+    Estimator(seed_recording_model_fn(unseeded), model_dir=str(tmp_path / "none")).train(
+        constant_input_fn, steps=1)
+    est = Estimator(seed_recording_model_fn(seeded), model_dir=str(tmp_path / "seeded"),
+                    config=tf.estimator.RunConfig(tf_random_seed=3))
+    est.train(constant_input_fn, steps=1)
+    est.evaluate(constant_input_fn, steps=1)  # Restored from the checkpoint: seeded too.
+    assert unseeded and set(unseeded) == {None}
+    assert seeded and set(seeded) == {3}

@@ -179,6 +179,30 @@ def test_padded_inference_loop_stops_at_the_first_all_padding_batch(strategy):
     assert sorted(result.gathered[0][result.mask].tolist()) == list(range(20))
 
 
+def test_inference_loop_splits_steps_by_each_leafs_own_rows():
+    """Legacy Estimator's predictions need not be batch-major: a leaf with rows of its own
+    (here as many as the step's index plus one, unknown statically) comes apart per step
+    by the rows it had, off TPU on one replica; on TPU such a leaf is refused."""
+    strategy = tf.distribute.get_strategy()
+
+    def step(features, labels):
+        del labels
+        first = tf.cast(features[0], tf.int32)
+        return {"predictions": {"grow": tf.range(first // 4 + 1), "x": features}}
+
+    data = tf.data.Dataset.range(12).map(lambda x: (tf.cast(x, tf.float32), x)).batch(4)
+    loop = inference_loop.InferenceLoop(strategy, step, padded=False,
+                                        batch_major_predictions=False)
+    result = loop(iter(data), 3)
+    steps = result.per_step()
+    assert [leaves[0].tolist() for leaves, _ in steps] == [[0], [0, 1], [0, 1, 2]]
+    assert [len(leaves[1]) for leaves, _ in steps] == [4, 4, 4]
+    fixed = inference_loop.InferenceLoop(
+        strategy, lambda f, l: {"predictions": {"one": tf.zeros([1])}}, padded=False)
+    with pytest.raises(ValueError, match=r"must have batch dimension for every tensor"):
+        fixed(iter(data), 1)
+
+
 @pytest.mark.slow_cases('mirrored8')
 def test_inference_loop_passes_one_value_per_step_leaves_through(strategy):
     """A leaf whose axis 0 is not the batch (one value per replica per step) is split per

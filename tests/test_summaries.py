@@ -659,3 +659,19 @@ def test_scalar_events_are_the_bytes_protobuf_writes(tag, value):
     expected = proto(value=[proto.Value(tag=tag, simple_value=value),
                             proto.Value(tag="x", simple_value=2.0)]).SerializeToString()
     assert summaries._serialized_scalars([(tag, value), ("x", 2.0)]) == expected  # pylint: disable=protected-access
+
+
+def test_eval_results_are_written_as_legacys_estimator_wrote_them(tmp_path):
+    image = tf.compat.v1.Summary(value=[
+        tf.compat.v1.Summary.Value(tag="image/image/0", simple_value=1.0),
+        tf.compat.v1.Summary.Value(tag="image/image/1", simple_value=2.0)])
+    results = {"accuracy": np.float32(0.5), "global_step": np.int64(7),
+               "foo": image.SerializeToString(), "bad": b"not a summary proto \xff",
+               "pmt": np.array([1.0, 0.5, 0.0], np.float32), "nested": ((1.0, 2), 3.0)}
+    summaries.write_eval_summaries(str(tmp_path), results, 7, None)
+    values = {v.tag: v for path in glob.glob(str(tmp_path / "events*"))
+              for event in tf.compat.v1.train.summary_iterator(path)
+              for v in event.summary.value}
+    assert sorted(values) == ["accuracy", "foo/0", "foo/1", "pmt"]
+    assert values["foo/1"].simple_value == 2.0 and values["accuracy"].simple_value == 0.5
+    assert tf.make_ndarray(values["pmt"].tensor).tolist() == [1.0, 0.5, 0.0]

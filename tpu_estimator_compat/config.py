@@ -568,7 +568,13 @@ def legacy_config_str(config: RunConfig) -> str:
     """
     values = dict(vars(config), _log_step_count_steps=None)
     if values.get("_session_config") is None:
-        session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
-        session_config.graph_options.rewrite_options.meta_optimizer_iterations = 1  # ONE
-        values["_session_config"] = session_config
+        values["_session_config"] = default_session_config()
     return str({key: values.get(key) for key in _LEGACY_CONFIG_KEYS})
+
+
+def default_session_config() -> tf.compat.v1.ConfigProto:
+    """The session config legacy's Estimator put in a RunConfig that had none: soft
+    placement, one meta-optimizer pass (legacy `run_config.get_default_session_config`)."""
+    session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+    session_config.graph_options.rewrite_options.meta_optimizer_iterations = 1  # ONE
+    return session_config

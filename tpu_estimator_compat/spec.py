@@ -40,7 +40,9 @@ def _is_tensor(value: Any) -> bool:
 
 
 def _validate_mode(mode: Any) -> None:
-    if mode not in _VALID_MODES:
+    # None: a model_fn without a `mode` argument has no mode to give (legacy's
+    # `EstimatorSpec(mode=None, ...)` idiom); no field is then required by it.
+    if mode is not None and mode not in _VALID_MODES:
         raise ValueError(
                 "`mode` must be one of ModeKeys.TRAIN ('train'), ModeKeys.EVAL ('eval') or "
                 "ModeKeys.PREDICT ('infer'), given: {!r}. Pass the `mode` your model_fn "

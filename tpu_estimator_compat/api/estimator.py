@@ -126,10 +126,14 @@ class Estimator:
                warm_start_from: Any, batch_axis: Any, embedding: Any = None,
                plain: bool = False) -> None:
         """The state both estimators keep, and the TF patches their runs need."""
+        _check_members_not_overridden(self)
         self._embedding = embedding
         self._plain = plain
         self._model_dir = config_lib.validate_model_dir(model_dir, config)
+        if config.session_config is None:  # As legacy's Estimator filled it in.
+            config = config.replace(session_config=config_lib.default_session_config())
         self._config = config.replace(model_dir=self._model_dir)
+        self._session_config = self._config.session_config
         # Kept as given (a deep copy), as legacy: a dict subclass or HParams reaches
         # model_fn and input_fn as that type.
         self._params = context_lib.copy_params(params)
@@ -171,7 +175,20 @@ class Estimator:
 
     @property
     def model_fn(self) -> Callable[..., Any]:
-        return self._model_fn
+        """model_fn bound to this estimator's params: `model_fn(features, labels, mode,
+        config)`, as legacy's property returned it (`tf.estimator.add_metrics` calls it so).
+
+        It calls the user's model_fn with the arguments it takes and checks the spec it
+        returns; `config` reaches model_fn as given.
+        """
+
+        def public_model_fn(features: Any, labels: Any, mode: str, config: Any) -> Any:
+            caller = replica_step.ModelFnCaller(
+                self._model_fn, self._params, config, False, plain=self._plain,
+                summary_writers=self._summary_writers)
+            return caller(features, labels, mode, None)
+
+        return public_model_fn
 
     def latest_checkpoint(self) -> str | None:
         return tf.train.latest_checkpoint(self._model_dir)
@@ -229,12 +246,22 @@ class Estimator:
             self._runtimes[key] = runtime_lib.new_runtime(choice.strategy)
         return self._runtimes[key]
 
-    def _seed_random(self) -> None:
-        """Seeds every random source as legacy's graph seed did for each new graph."""
-        if self._config.tf_random_seed is not None:
+    def _seed_random(self, initializing: bool = True) -> None:
+        """Sets the graph seed legacy gave each run's new graph: RunConfig's tf_random_seed,
+        or none (a seed a script or an earlier run set does not carry over).
+
+        `initializing`: variables are initialised in this run, so every random source is
+        seeded, as legacy's graph seed did for them.
+        """
+        seed = self._config.tf_random_seed
+        if seed is None:
+            tf.random.set_seed(None)
+        elif initializing:
             # Keras 2 initializers draw their seeds from Python's `random`, so seeding TF
             # alone does not repeat a run; legacy graph mode got this from the graph seed.
-            tf.keras.utils.set_random_seed(self._config.tf_random_seed)
+            tf.keras.utils.set_random_seed(seed)
+        else:
+            tf.random.set_seed(seed)
 
     def _plan(self, mode: str, strategy: tf.distribute.Strategy) -> context_lib.BatchPlan:
         name = {ModeKeys.TRAIN: "train_batch_size", ModeKeys.EVAL: "eval_batch_size",
@@ -266,8 +293,15 @@ class Estimator:
               steps: int | None = None, max_steps: int | None = None,
               saving_listeners: Sequence[Any] | None = None) -> "Estimator":
         """Trains `steps` more steps, or up to global step `max_steps` (legacy semantics)."""
+        if self._config.task_type == "evaluator":
+            raise ValueError(
+                "Train has been called wrong configuration: this task is the cluster's "
+                "`evaluator` (TF_CONFIG), which does not train. Please use "
+                "tf.estimator.train_and_evaluate which calls proper API according to given "
+                "configuration.")
         _validate_steps(steps, max_steps, use_tpu=self._use_tpu)
         hooks_lib.check_supported(list(hooks or ()), tensors_per_step=not self._use_tpu)
+        hooks_lib.check_listeners(list(saving_listeners or ()))
         if parameter_servers.serves(self._config.cluster_info):  # Never returns.
             parameter_servers.serve(self._config.cluster_info, protocol=self._config.protocol,
                                     wait_secs=self._config.session_creation_timeout_secs)
@@ -313,6 +347,31 @@ class Estimator:
             if error is None:
                 raise
             raise error from e
+
+    # Legacy's private input helpers, which subclasses and tools of its era call.
+
+    def _call_input_fn(self, input_fn: Callable[..., Any], mode: str,
+                       input_context: Any = None) -> Any:
+        """input_fn called with those of params, config, mode and input_context it takes."""
+        accepted = set(inspect.signature(input_fn).parameters)
+        kwargs = {name: value for name, value in (
+            ("params", self.params), ("config", self._config), ("mode", mode),
+            ("input_context", input_context)) if name in accepted}
+        if "input_context" in accepted and input_context is None:
+            del kwargs["input_context"]
+        return input_fn(**kwargs)
+
+    def _get_iterator_from_input_fn(self, input_fn: Callable[..., Any], mode: str,
+                                    distribution: Any = None) -> tuple[Any, list[Any]]:
+        """(an iterator over input_fn's dataset, its input hooks: none here), as legacy's.
+
+        With `distribution`, its `make_input_fn_iterator` calls input_fn with an input
+        context; otherwise input_fn's dataset is iterated eagerly.
+        """
+        if distribution is not None:
+            return distribution.make_input_fn_iterator(
+                lambda input_context: self._call_input_fn(input_fn, mode, input_context)), []
+        return iter(self._call_input_fn(input_fn, mode)), []
 
     # ------------------------------------------------------------------------------------
     # evaluate / predict
@@ -412,8 +471,7 @@ class Estimator:
         # No checkpoint: fresh variables, initialised as legacy's new graph initialised them
         # (global step 0), not the in-memory state a train() left in this process.
         runtime = self._runtime(mode, fresh=checkpoint is None)
-        if checkpoint is None:
-            self._seed_random()
+        self._seed_random(initializing=checkpoint is None)
         return runtime, {"settings": self._settings(), "runtime": runtime,
                          "plan": self._plan(mode, runtime.strategy), "checkpoint": checkpoint}
 
@@ -494,6 +552,29 @@ class TPUEstimator(Estimator):
                                                   predict_batch_size),
                     eval_on_tpu=eval_on_tpu, warm_start_from=warm_start_from,
                     batch_axis=batch_axis, embedding=embedding)
+
+
+# Members a subclass of Estimator may override (legacy's allow-list).
+_OVERRIDABLE = frozenset({
+    "model_fn", "_create_and_assert_global_step", "_export_all_saved_models", "_tf_api_names",
+    "_tf_api_names_v1", "_estimator_api_names", "_estimator_api_names_v1",
+    "_estimator_api_constants", "_estimator_api_constants_v1", "latest_checkpoint"})
+
+
+def _check_members_not_overridden(estimator: Estimator) -> None:
+    """Legacy's rule: a subclass of Estimator extends it, never overrides its members
+    (outside `_OVERRIDABLE`); the estimator's runs call them. TPUEstimator is exempt."""
+    cls = type(estimator)
+    if cls.__name__ == "TPUEstimator":
+        return
+    members = {m for m in dir(Estimator) if not m.startswith("__")}
+    overridden = sorted(m for m in (members & set(vars(cls))) - _OVERRIDABLE
+                        if getattr(Estimator, m) != getattr(cls, m))
+    if overridden:
+        raise ValueError(
+            f"Subclasses of Estimator cannot override members of Estimator. {cls} does "
+            f"override {overridden}. Give the subclass's methods other names (extending "
+            "the API is fine), or wrap the estimator instead of subclassing it.")
 
 
 def _call_for_export(caller: replica_step.ModelFnCaller, features: Any, labels: Any,

@@ -167,7 +167,12 @@ def to_dataset(result: Any, *, repeat_tensors: bool,
         drawn = _from_iterator(tuple(result) if isinstance(result, list) else result, iterated)
         if drawn is not None:
             return drawn
-    if isinstance(result, (tuple, list)) and len(result) == 2:
+    if isinstance(result, (tuple, list)) and len(result) != 2:
+        raise ValueError(
+            "input_fn should return (features, labels) as a len 2 tuple; received a "
+            f"{type(result).__name__} of {len(result)}: {result!r:.200}. Return "
+            "`(features, labels)`, `features` alone, or a `tf.data.Dataset`.")
+    if isinstance(result, (tuple, list)):
         dataset = tf.data.Dataset.from_tensors(tuple(result))
     elif isinstance(result, (tf.Tensor, dict)):
         dataset = tf.data.Dataset.from_tensors(result)

@@ -108,6 +108,11 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
                                input_device=input_device,
                                on_host_read=lambda: reads.append(True))
     dataset = to_dataset(result, repeat_tensors=repeat_tensors, iterated=iterated)
+    if (mode == "infer" and repeat_tensors and not isinstance(result, tf.data.Dataset)
+            and _cardinality(dataset) == tf.data.INFINITE_CARDINALITY):
+        logging.legacy_warning("Input graph does not use tf.data.Dataset or contain a "
+                               "QueueRunner. That means predict yields forever. This is "
+                               "probably a mistake.")
     dataset = _share_by_host(dataset, input_context, mode=mode, plan=plan,
                              shards_itself=bool(reads))
     endless = _cardinality(dataset) == tf.data.INFINITE_CARDINALITY

@@ -66,6 +66,16 @@ def _builtin_hook_types(tensors_per_step: bool = False) -> tuple[type, ...]:
                  if isinstance(getattr(_train, n, None), type))
 
 
+def check_listeners(listeners: Sequence[Any]) -> None:
+    """Refuses a saving listener that is not one, before anything runs, as legacy did."""
+    for listener in listeners:
+        if not (isinstance(listener, _train.CheckpointSaverListener) or all(
+                hasattr(listener, m) for m in ("begin", "before_save", "after_save", "end"))):
+            raise TypeError(
+                f"saving_listeners must be a list of CheckpointSaverListener, given: "
+                f"{listener!r}. Pass tf.compat.v1.train.CheckpointSaverListener instances.")
+
+
 def check_supported(hooks: Sequence[Any], *, tensors_per_step: bool = False) -> None:
     """Refuses hooks this shim cannot honour, before any step runs.
 
@@ -73,7 +83,10 @@ def check_supported(hooks: Sequence[Any], *, tensors_per_step: bool = False) -> 
     """
     for hook in hooks:
         if not all(hasattr(hook, m) for m in ("begin", "before_run", "after_run", "end")):
-            raise TypeError(f"All hooks must be SessionRunHook instances, given: {hook!r}.")
+            raise TypeError(
+                f"Hooks must be a SessionRunHook, given: {hook!r}. Pass "
+                "tf.compat.v1.train.SessionRunHook instances (or objects with begin, "
+                "before_run, after_run and end).")
         if (isinstance(hook, _builtin_hook_types(tensors_per_step))
                 and not isinstance(hook, _RESHAPED)):
             per_step = (" With use_tpu=True hooks run once per loop, outside the compiled "

@@ -50,17 +50,27 @@ class InferenceResult:
     per_example: tuple[bool, ...] = ()
     # hook_tensors[j][k]: the j-th tensor hooks fetched, at the k-th step (replica 0's).
     hook_tensors: list[np.ndarray] = dataclasses.field(default_factory=list)
+    # leaf_rows[k][j]: the rows the j-th gathered leaf got at the k-th step (its axis 0).
+    leaf_rows: np.ndarray | None = None
 
     def per_step(self) -> list[tuple[list[np.ndarray], np.ndarray]]:
-        """[(leaves of step i, mask of step i)] with the step's rows."""
+        """[(leaves of step i, mask of step i)]: each leaf's own rows of the step.
+
+        A leaf's rows of a step are its axis 0 as the step gave it, the per-example rows or
+        any other count (a non-batch-major tensor's), so steps of any sizes come apart.
+        """
         if self.steps_run == 1 and len(self.rows) == 1:  # A one-step loop: all of it.
             return [(list(self.gathered), self.mask)]
-        bounds = np.concatenate([[0], np.cumsum(self.rows)]).astype(np.int64)
-        flags = self.per_example or (True,) * len(self.gathered)
-        sizes = [len(leaf) // max(self.steps_run, 1) for leaf in self.gathered]
-        return [([leaf[a:b] if batch else leaf[i * size:(i + 1) * size]
-                  for leaf, batch, size in zip(self.gathered, flags, sizes)], self.mask[a:b])
+        bounds = _bounds(self.rows)
+        leaf_bounds = ([_bounds(self.leaf_rows[:, j]) for j in range(len(self.gathered))]
+                       if self.leaf_rows is not None else [bounds] * len(self.gathered))
+        return [([leaf[lb[i]:lb[i + 1]] for leaf, lb in zip(self.gathered, leaf_bounds)],
+                 self.mask[a:b])
                 for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+
+
+def _bounds(rows: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
 
 
 def _element_parts(element: Any, padded: bool) -> tuple[Any, Any, Any]:
@@ -80,17 +90,21 @@ _LEAF_NAMES = {"metrics": "eval_metrics[1]", "predictions": "predictions",
                "host_call": "host_call[1]"}
 
 
-def _per_example_leaves(structure: dict[str, Any], padded: bool) -> tuple[bool, ...]:
+def _per_example_leaves(structure: dict[str, Any], padded: bool,
+                        batch_major_predictions: bool = True) -> tuple[bool, ...]:
     """Whether each gathered leaf has the per-replica batch (the mask's length) as axis 0.
 
     A leaf with another static axis 0 (one value per step, `tf.reshape(d_loss, [1])`, or
     BERT's per-token `[batch * max_predictions]` losses) is passed to the host as it is, as
     legacy passed it to metric_fn; the host refuses it for a step that actually had padding
-    rows, which it can only remove by axis 0. Predictions are yielded per row, so they must
-    be batch-major.
+    rows, which it can only remove by axis 0. Legacy TPU yielded predictions per row of the
+    batch, so there (`batch_major_predictions`) they must be batch-major; legacy's
+    Estimator path yielded the rows each step's predictions had, whatever the features'
+    batch, which one replica does too. Several replicas' rows are concatenated and padded
+    by the features' batch, which only batch-major predictions survive.
 
     Raises:
-      ValueError: such a leaf in `predictions`.
+      ValueError: such a leaf in `predictions`, with `batch_major_predictions` or `padded`.
     """
     # Plain ints: after `disable_v2_tensorshape()` (TF1 mode, `disable_v2_behavior()`) axes
     # are Dimensions, and two unknown Dimensions compare as unknown, not equal.
@@ -104,14 +118,20 @@ def _per_example_leaves(structure: dict[str, Any], padded: bool) -> tuple[bool, 
         for path, spec in zip(paths, specs):
             rows = shapes_lib.static_dim(spec.shape, 0) if spec.shape.rank else None
             flags.append(rows is None or rows == batch)
-            if flags[-1] or key != "predictions":
+            if flags[-1] or key != "predictions" or not (batch_major_predictions or padded):
                 continue
             where = _LEAF_NAMES[key] + "".join(f"[{p!r}]" for p in path.keys if p != "")
+            if batch_major_predictions:
+                raise ValueError(
+                    f"The estimator_spec.predictions must have batch dimension for every "
+                    f"tensor; `{where}` has shape {spec.shape}, whose axis 0 is not the "
+                    f"per-replica batch ({batch}). Return one row per example.")
             raise ValueError(
-                f"The estimator_spec.predictions must have batch dimension for every "
-                f"tensor; `{where}` has shape {spec.shape}, whose axis 0 is not the "
-                f"per-replica batch ({batch}). Return one row per example.")
-    del padded  # Whether a step had padding rows is known per step, on the host.
+                f"`{where}` has shape {spec.shape}, whose axis 0 is not the per-replica "
+                f"batch ({batch}), and predict runs on several replicas, whose rows are "
+                "concatenated and padded by the features' batch. Legacy's Estimator "
+                "predicted on one device: predict without `eval_distribute` (or with one "
+                "replica), or return one row per example.")
     return tuple(flags)
 
 
@@ -166,11 +186,12 @@ class InferenceLoop:
                  input_spec: Any = None, steps_per_call: int | None = None,
                  endless: bool = False, step_takes_mask: bool = False,
                  metric_update: Callable[[list[tf.Tensor]], dict[str, Any]] | None = None,
-                 ) -> None:
+                 batch_major_predictions: bool = True) -> None:
         self._strategy = strategy
         self._metric_update = (None if metric_update is None else
                                tf.autograph.experimental.do_not_convert(metric_update))
         self._padded = padded
+        self._batch_major_predictions = batch_major_predictions
         self._endless = endless
         self._replica_fn = tf.autograph.experimental.do_not_convert(
             _with_row_count(step, step_takes_mask))
@@ -198,7 +219,8 @@ class InferenceLoop:
             outputs = self._probe.get_concrete_function(iterator).structured_outputs
             structure = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype),
                                               outputs)
-            self._per_example = _per_example_leaves(structure, self._padded)
+            self._per_example = _per_example_leaves(structure, self._padded,
+                                                    self._batch_major_predictions)
             self._structure.update(structure)
         (self._run_one if self._one_step else self._run_steps).concrete(iterator)
         return self._structure
@@ -227,10 +249,12 @@ class InferenceLoop:
 
     def __call__(self, iterator: Any, n: int) -> InferenceResult:
         self.trace(iterator)
-        steps, losses, rows, mask, gathered, last, hooked = self._dispatch(n)(iterator, n)
+        steps, losses, rows, mask, gathered, last, hooked, leaf_rows = (
+            self._dispatch(n)(iterator, n))
         return InferenceResult(int(steps), losses.numpy(), rows.numpy(), mask.numpy(),
                                [g.numpy() for g in gathered], [t.numpy() for t in last],
-                               self._per_example, [t.numpy() for t in hooked])
+                               self._per_example, [t.numpy() for t in hooked],
+                               leaf_rows.numpy())
 
     def _probe_fn(self, iterator: Any) -> Any:
         features, labels, mask = _element_parts(next(iterator), self._padded)
@@ -263,10 +287,11 @@ class InferenceLoop:
         out = strategy.run(self._loop_replica_fn, args=(features, labels, mask))
         first = strategy.experimental_local_results(out)[0]
         step_mask = gather_replicas(strategy, out["mask"])
+        gathered = [gather_replicas(strategy, leaf)
+                    for k in GATHERED_KEYS if k in self._structure
+                    for leaf in tf.nest.flatten(out[k], expand_composites=False)]
         result = {
-            "gathered": [gather_replicas(strategy, leaf)
-                         for k in GATHERED_KEYS if k in self._structure
-                         for leaf in tf.nest.flatten(out[k], expand_composites=False)],
+            "gathered": gathered, "leaf_rows": _leaf_rows(gathered),
             "last": tf.nest.flatten(first.get("metric_values", {})),
             "mask": step_mask, "rows": tf.shape(step_mask)[0],
             "hooks": list(first.get("hook_tensors", [])),
@@ -316,7 +341,8 @@ class InferenceLoop:
                     else out["last"])
             return (tf.constant(1), loss, tf.reshape(out["rows"], [1]), out["mask"],
                     out["gathered"], [tf.expand_dims(t, 0) for t in last],
-                    [tf.expand_dims(t, 0) for t in out["hooks"]])
+                    [tf.expand_dims(t, 0) for t in out["hooks"]],
+                    tf.expand_dims(out["leaf_rows"], 0))
 
         def stop() -> tuple:
             return (tf.constant(0), tf.zeros([0], tf.float32), tf.zeros([0], tf.int32),
@@ -324,7 +350,8 @@ class InferenceLoop:
                     [empty_batch(s.shape, s.dtype) for s in gather_specs],
                     [empty_batch(tf.TensorShape([None]).concatenate(s.shape), s.dtype)
                      for s in last_specs],
-                    [empty_batch(tf.TensorShape(None), s.dtype) for s in hook_specs])
+                    [empty_batch(tf.TensorShape(None), s.dtype) for s in hook_specs],
+                    tf.zeros([0, len(gather_specs)], tf.int32))
 
         return self._next_step(iterator, run, stop)
 
@@ -338,6 +365,8 @@ class InferenceLoop:
             "masks": tf.TensorArray(tf.bool, size=0, dynamic_size=True, infer_shape=False),
             "losses": tf.TensorArray(tf.float32, size=0, dynamic_size=True),
             "rows": tf.TensorArray(tf.int32, size=0, dynamic_size=True),
+            "leaf_rows": tf.TensorArray(tf.int32, size=0, dynamic_size=True,
+                                        element_shape=[len(gather_specs)]),
             "hooks": [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
                       for s in hook_specs],
             "inputs": [tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False)
@@ -356,6 +385,7 @@ class InferenceLoop:
                              [ta.write(i, leaf) for ta, leaf in zip(arrays["last"], out["last"])]),
                     "masks": arrays["masks"].write(i, out["mask"]),
                     "rows": arrays["rows"].write(i, out["rows"]),
+                    "leaf_rows": arrays["leaf_rows"].write(i, out["leaf_rows"]),
                     "losses": (arrays["losses"].write(i, out["loss"]) if with_loss
                                else arrays["losses"]),
                     "hooks": [ta.write(i, t) for ta, t in zip(arrays["hooks"], out["hooks"])],
@@ -380,7 +410,8 @@ class InferenceLoop:
                 _concat(arrays["masks"], steps, tf.TensorShape([None])),
                 [_concat(g, steps, s.shape) for g, s in zip(arrays["gathered"], gather_specs)],
                 [stack_steps(t, steps, s.shape) for t, s in zip(arrays["last"], last_specs)],
-                [stack_steps(t, steps, tf.TensorShape(None)) for t in arrays["hooks"]])
+                [stack_steps(t, steps, tf.TensorShape(None)) for t in arrays["hooks"]],
+                stack_steps(arrays["leaf_rows"], steps, tf.TensorShape([len(gather_specs)])))
 
     def _input_specs(self) -> list[tf.TensorSpec]:
         return tf.nest.flatten(self._structure.get("metric_inputs", []))
@@ -401,6 +432,14 @@ class InferenceLoop:
 
         _, last = tf.while_loop(lambda j, _: j < steps, body, (tf.constant(0, tf.int32), last))
         return last
+
+
+def _leaf_rows(leaves: list[tf.Tensor]) -> tf.Tensor:
+    """Each gathered leaf's axis 0 this step (1 for a scalar), an int32 vector."""
+    if not leaves:
+        return tf.zeros([0], tf.int32)
+    return tf.stack([tf.shape(leaf)[0] if leaf.shape.rank != 0 else tf.constant(1)
+                     for leaf in leaves])
 
 
 def _concat(ta: tf.TensorArray, steps: tf.Tensor, shape: tf.TensorShape) -> tf.Tensor:

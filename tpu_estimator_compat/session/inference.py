@@ -160,8 +160,10 @@ def evaluate(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
     Opens the session (traces the step, restores `checkpoint`, opens the input), runs it and
     lets go of its input, whatever happens.
     """
+    # Off TPU, legacy's session ran input_fn's tensors at every step: the same batch `steps`
+    # times. Without `steps` that never ended; here such tensors are evaluated once.
     session = _open(settings, runtime, plan, ModeKeys.EVAL, input_fn, checkpoint, on_tpu,
-                    hooks)
+                    hooks, repeat_tensors=not on_tpu and steps is not None)
     try:
         return _evaluate(session, model_dir=settings.model_dir, steps=steps, name=name,
                          checkpoint=checkpoint)
@@ -179,8 +181,10 @@ def predict(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
     Opens the session when the first prediction is asked for, and lets go of its input when
     the caller stops reading.
     """
+    # Off TPU input_fn's tensors are the same batch at every step, as legacy's session ran
+    # them: predictions are yielded for as long as they are read (legacy warned of that).
     session = _open(settings, runtime, plan, ModeKeys.PREDICT, input_fn, checkpoint, on_tpu,
-                    hooks)
+                    hooks, repeat_tensors=not on_tpu)
     try:
         yield from _predictions(session, predict_keys, yield_single_examples)
     finally:
@@ -189,7 +193,8 @@ def predict(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
 
 def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
           plan: context_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
-          checkpoint: str | None, on_tpu: bool, hooks: Sequence[Any] | None) -> InferenceSession:
+          checkpoint: str | None, on_tpu: bool, hooks: Sequence[Any] | None,
+          repeat_tensors: bool = False) -> InferenceSession:
     """Traces `mode`'s step for `runtime`, restores `checkpoint` and opens the input."""
     # Legacy on TPU padded a partial last batch to the full batch (model_fns may reshape
     # by params['batch_size']); legacy on CPU did not. On N replicas every replica needs
@@ -198,7 +203,7 @@ def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
     with runtime.scope():
         source = inputs_lib.distribute_input(
             runtime.strategy, input_fn, params=settings.params, config=settings.config,
-            mode=mode, plan=plan, use_tpu=on_tpu, repeat_tensors=False, pad=padded,
+            mode=mode, plan=plan, use_tpu=on_tpu, repeat_tensors=repeat_tensors, pad=padded,
             batch_axis=settings.batch_axis)
         iterator = inputs_lib.iterate(source.dataset, runtime.device_generators)
         loops = _Loops(settings, runtime, plan, mode, on_tpu, padded, source,
@@ -295,7 +300,7 @@ class _Loops:
                 # one traced loop for any size.
                 steps_per_call=None if not self.on_tpu else self.settings.iterations_per_loop,
                 endless=self.source.endless, step_takes_mask=self.mode == ModeKeys.EVAL,
-                metric_update=update), record)
+                metric_update=update, batch_major_predictions=self.on_tpu), record)
         return functions[key]
 
 
@@ -471,8 +476,10 @@ def _evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
             host_call.close()
     values = metrics.result() if metrics is not None else {}
     if record.metric_op_names and chief:
-        values.update(dict(zip(record.metric_op_names,
-                               last_values or _initial_values(session))))
+        # name -> value, each a nest as metric_fn or eval_metric_ops gave it.
+        structure = session.loop.trace(session.iterator).get("metric_values", {})
+        values.update(tf.nest.pack_sequence_as(structure,
+                                               last_values or _initial_values(session)))
     results = metrics_lib.finalize_eval_dict(values, mean_loss.result(), global_step)
     _log_finished(eval_log, session.started, global_step, results, checkpoint)
     if chief:
@@ -518,7 +525,7 @@ def _predictions(session: InferenceSession, predict_keys: Sequence[str] | None,
     Lists, not single examples: `eager_scope.eager_generator` hands them out one by one.
     """
     keys = list(session.record.prediction_keys)
-    wanted = _select_keys(keys, predict_keys)
+    wanted = _select_keys(keys, predict_keys, session.record.predictions_are_dict)
     where = session.loop.leaf_slices()["predictions"]
     for result in session.chunks(None):
         for leaves, mask in result.per_step():
@@ -531,9 +538,25 @@ def _predictions(session: InferenceSession, predict_keys: Sequence[str] | None,
             elif not isinstance(batch, dict):
                 yield batch  # Its rows, as `v[i]` gives them.
             else:
+                _check_batch_length(batch)
                 # Row by row over every key at once: row i of each array, as `v[i]` gives it.
                 names = list(batch)
                 yield [dict(zip(names, row)) for row in zip(*batch.values())]
+
+
+def _check_batch_length(batch: dict[str, np.ndarray]) -> None:
+    """Legacy's check before yielding a dict of predictions row by row: one row count.
+
+    Batch-major predictions always agree; others (legacy's Estimator path allowed any axis
+    0) must agree among themselves, or rows would be dropped silently.
+    """
+    lengths = {key: len(value) for key, value in batch.items()}
+    for key, length in lengths.items():
+        if length != next(iter(lengths.values())):
+            raise ValueError(
+                f"Batch length of predictions should be same. {key} has different batch "
+                f"length than others (rows per key: {lengths}). Return predictions with the "
+                "same axis 0, or pass yield_single_examples=False to get whole batches.")
 
 
 def _initial_values(session: InferenceSession) -> list[Any]:
@@ -623,14 +646,25 @@ def _real_rows(leaves: list[Any], mask: Any, per_example: Sequence[bool]) -> lis
     return [leaf[mask] if batch else leaf for leaf, batch in zip(leaves, per_example)]
 
 
-def _select_keys(keys: list[str], predict_keys: Sequence[str] | None) -> list[str]:
-    if predict_keys is None:
+def _select_keys(keys: list[str], predict_keys: Sequence[str] | None,
+                 is_dict: bool = True) -> list[str]:
+    """The prediction keys to yield, as legacy's Estimator chose them.
+
+    No (or empty) `predict_keys`: every key. Otherwise the keys of the predictions dict it
+    names, in the dict's order; names the dict lacks are left out, as legacy left them.
+    """
+    if not predict_keys:
         return keys
+    if not is_dict:
+        raise ValueError(
+            "predict_keys argument is not valid in case of non-dict predictions. model_fn "
+            f"returned one tensor as predictions; predict_keys={predict_keys!r} was given. "
+            "Pass predict_keys=None, or return a dict of predictions.")
     if isinstance(predict_keys, str):
         predict_keys = [predict_keys]
-    missing = [k for k in predict_keys if k not in keys]
-    if missing or not predict_keys:
+    chosen = [k for k in keys if k in predict_keys]
+    if not chosen:
         raise ValueError(
             f"Expected to run at least one output from {keys}, provided {list(predict_keys)}. "
             "Pass `predict_keys` from the predictions dict's keys.")
-    return list(predict_keys)
+    return chosen

@@ -246,6 +246,13 @@ class TrainSession:
                 sync=cluster_lib.checkpoint_sync(runtime.strategy))
             listeners += hook_listeners
         else:
+            if listeners and not settings.saves_checkpoints:
+                raise ValueError(
+                    "There should be a CheckpointSaverHook to use saving_listeners: "
+                    f"saving_listeners={listeners!r} were given, but RunConfig saves no "
+                    "checkpoints (save_checkpoints_steps and save_checkpoints_secs are None) "
+                    "and no hook is a CheckpointSaverHook. Please set one of the "
+                    "RunConfig.save_checkpoints_steps or RunConfig.save_checkpoints_secs.")
             writer = self._checkpoints(scaffold_saver)
             save_steps = settings.config.save_checkpoints_steps
             save_secs = settings.config.save_checkpoints_secs

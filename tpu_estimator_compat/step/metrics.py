@@ -489,7 +489,7 @@ def _split_metric_ops(metric_ops: Any, graph: tf.Graph | None) -> tuple[dict, di
                     "given: {} for key: {}. Return e.g. the pair from "
                     "tf.compat.v1.metrics.accuracy(...), or a tf.keras Metric after "
                     "calling its update_state(...).".format(value, key))
-        for part in value:
+        for part in tf.nest.flatten(value):  # A metric's value may be a nest (legacy).
             if not _is_graph_element(part):
                 raise TypeError(
                         "Values of eval_metric_ops must be (metric_value, update_op) "
@@ -594,6 +594,9 @@ def _value_after_update(value: Any, update: Any) -> tf.Tensor:
     the value. Otherwise (an Operation, tf.keras Metrics, `mean_iou`'s confusion-matrix
     update) `value` is read after the update; those metrics create it after their update.
     """
+    if tf.nest.is_nested(value):  # A nest of values (legacy allowed one): read each after.
+        with tf.control_dependencies([update]):
+            return tf.nest.map_structure(tf.identity, value)
     value = tf.convert_to_tensor(value)
     if not isinstance(update, tf.Operation):
         # An assign's result (`true_positives`) is an unread variable: reading it now

@@ -278,7 +278,8 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
                 raise ValueError(
                     "model_fn returned a spec without `train_op` in TRAIN mode. Return "
                     "`TPUEstimatorSpec(mode, loss=..., train_op=optimizer.minimize(...))`.")
-            record.observe(spec)
+            record.observe(spec, ModeKeys.TRAIN,
+                           config_is_chief=bool(getattr(caller.config, "is_chief", True)))
             record.observe_graph(spec)
             summary_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SUMMARIES)
             if write_summaries:
@@ -427,8 +428,13 @@ class TraceRecord:
             loss = getattr(spec, "loss", None)
             self.loss_name = loss.name if tf.is_symbolic_tensor(loss) else None
 
-    def observe(self, spec: Any) -> None:
+    def observe(self, spec: Any, mode: str | None = None, config_is_chief: bool = True) -> None:
         """Keeps what the host needs from a spec: host_call, scaffold_fn, hooks.
+
+        `mode`: the run's (the spec's by default; legacy let a model_fn without a `mode`
+        argument return `EstimatorSpec(mode=None)`, and went by the run's).
+        `config_is_chief`: the RunConfig's `is_chief`, which legacy's Estimator read to run
+        `training_chief_hooks` (a RunConfig subclass may say otherwise than the cluster).
 
         From the first replica only: legacy TPU traced model_fn once, and what the other
         replicas return is the same code over their own copies of the graph's names (their
@@ -444,10 +450,12 @@ class TraceRecord:
         self.scaffold_fn = getattr(spec, "scaffold_fn", None)
         # An EstimatorSpec's Scaffold (legacy's CPU path): its Saver, recorded in model_fn.
         self.saver = warm_start_lib.recorded_saver(getattr(spec, "scaffold", None))
+        mode = mode or spec.mode
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
-                      ModeKeys.PREDICT: "prediction_hooks"}[spec.mode]
+                      ModeKeys.PREDICT: "prediction_hooks"}[mode]
         self.hooks = tuple(getattr(spec, mode_hooks, None) or ())
-        if spec.mode == ModeKeys.TRAIN and cluster.is_chief(tf.distribute.get_strategy()):
+        if (mode == ModeKeys.TRAIN and config_is_chief
+                and cluster.is_chief(tf.distribute.get_strategy())):
             # Only a plain Estimator's spec gets here with them: legacy ran them on the chief.
             self.hooks += tuple(getattr(spec, "training_chief_hooks", None) or ())
 
@@ -507,7 +515,7 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
                 spec = caller(features, labels, ModeKeys.EVAL, batch_size)
             record.observe_names(names.table)
             _check_eval_spec(spec)
-            record.observe(spec)
+            record.observe(spec, ModeKeys.EVAL)
             record.observe_graph(spec)
             outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss)}
             if caller.plain:  # Legacy's loss: `metrics.mean(loss)` per replica, each batch once.
@@ -673,7 +681,7 @@ def make_predict_step(caller: ModelFnCaller, registry: variables_lib.VariableReg
     def predict_step(features: Any, labels: Any) -> dict[str, Any]:
         with _replica_scope(registry, global_step):
             spec = caller(features, labels, ModeKeys.PREDICT, batch_size)
-            record.observe(spec)
+            record.observe(spec, ModeKeys.PREDICT)
             record.observe_graph(spec)
             record.predictions_are_dict = isinstance(spec.predictions, dict)
             predictions = _check_predictions(spec.predictions)

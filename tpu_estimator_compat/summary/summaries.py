@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from tpu_estimator_compat._tf import patches as _tf_patches
+from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.summary import background as background_lib
 from tpu_estimator_compat.summary import events_file
 from tpu_estimator_compat.v1_state import graph_names
@@ -32,11 +33,31 @@ _Summary = tf.compat.v1.Summary
 LOSS_TAG = "loss"
 
 
-def _scalar_value(tag: str, value: Any) -> Any | None:
+def _summary_values(tag: str, value: Any) -> list[Any]:
+    """The Summary values legacy's Estimator wrote for one result of evaluate().
+
+    A number: a scalar. A serialized `Summary` (a `tf.compat.v1.summary.image` metric's
+    value): its values, tagged `<tag>/<i>`. An array: a tensor value. Anything else (a
+    nest of values) is left out, as legacy left it out.
+    """
+    if isinstance(value, bytes):
+        try:
+            parsed = _Summary.FromString(value)
+        except Exception:  # pylint: disable=broad-except  # A DecodeError: not a Summary.
+            logging.legacy_warning("Skipping summary for %s, cannot parse string to "
+                                   "Summary.", tag)
+            return []
+        for i, item in enumerate(parsed.value):
+            item.tag = f"{tag}/{i}"
+        return list(parsed.value)
+    if tf.nest.is_nested(value):
+        return []
     array = np.asarray(value)
-    if array.shape != () or not np.issubdtype(array.dtype, np.number) and array.dtype != bool:
-        return None
-    return _Summary.Value(tag=tag, simple_value=float(array))
+    if not np.issubdtype(array.dtype, np.number) and array.dtype != bool:
+        return []
+    if array.shape == ():
+        return [_Summary.Value(tag=tag, simple_value=float(array))]
+    return [_Summary.Value(tag=tag, node_name=tag, tensor=tf.make_tensor_proto(array))]
 
 
 def _text_value(tag: str, text: str) -> Any:
@@ -51,9 +72,8 @@ def write_eval_summaries(log_dir: str, results: Mapping[str, Any], global_step: 
 
     `global_step` itself is not written as a summary (legacy skipped it too).
     """
-    values = [_scalar_value(tag, value) for tag, value in sorted(results.items())
-              if tag != "global_step"]
-    values = [v for v in values if v is not None]
+    values = [summary_value for tag, value in sorted(results.items()) if tag != "global_step"
+              for summary_value in _summary_values(tag, value)]
     if checkpoint_path:
         values.append(_text_value("checkpoint_path", checkpoint_path))
     events = events_file.cached(log_dir)
