@@ -135,10 +135,15 @@ def _start(out_dir, specs, timeout_s):
 
 
 @pytest.fixture(scope="module")
-def children(tmp_path_factory):
-    """Both TF1 modes, 1 and 2 replicas, the default cases: two processes side by side."""
+def children(tmp_path_factory, request):
+    """The selected TF1 modes, 1 and 2 replicas, the default cases: a process per mode, side
+    by side (the default run selects one mode; the other is `slow`)."""
+    modes = {item.callspec.params["mode"] for item in request.session.items
+             if item.module is request.module and "children" in item.fixturenames
+             and "mode" in getattr(getattr(item, "callspec", None), "params", {})}
     started = _start(str(tmp_path_factory.mktemp("tf1_shapes")),
-                     [(mode, "1,2", DEFAULT_CASES) for mode in TF1_MODES], TIMEOUT_S)
+                     [(mode, "1,2", DEFAULT_CASES) for mode in TF1_MODES if mode in modes],
+                     TIMEOUT_S)
     yield started
     for child in started.values():
         child.kill()
