@@ -78,8 +78,21 @@ def _fixture_digest():
     return [_tree_digest(os.path.dirname(script)) for script in (TF1_SCRIPT, COMPAT_V1_SCRIPT)]
 
 
+# The launches each test reads: the fixture starts only those of the selected tests (three
+# of the four serve `slow` tests; the default run started them all for nothing).
+# test_user_files_are_not_modified reads whichever were started.
+_NEEDS = {
+    "test_mnist_runs_unchanged_with_use_tpu_on_a_machine_without_tpu": ("mnist",),
+    "test_mnist_trains_from_data_dir_idx_files": ("mnist_idx",),
+    "test_tf1_idiom_script_and_its_helper_package_see_the_v1_api": ("tf1",),
+    "test_compat_v1_script_runs_on_cpu_replicas_via_console_script": ("compat_v1",),
+}
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, request):
+    wanted = {name for item in request.session.items if item.module is request.module
+              for name in _NEEDS.get(item.originalname, ())}
     out = str(tmp_path_factory.mktemp("launcher"))
     idx_dir = os.path.join(out, "mnist_idx")
     os.makedirs(idx_dir)
@@ -102,7 +115,8 @@ def runs(tmp_path_factory):
         "compat_v1": [CONSOLE_SCRIPT, "--cpu_replicas=4", COMPAT_V1_SCRIPT,
                       f"--model_dir={out}/compat_v1"],
     }
-    launches = {name: _Launch(name, argv, out, env) for name, argv in specs.items()}
+    launches = {name: _Launch(name, argv, out, env) for name, argv in specs.items()
+                if name in wanted}
     yield {"launches": launches, "out": out, "results": {},
            "fixtures_before": fixtures_before}
     for launch in launches.values():

@@ -87,7 +87,7 @@ def test_missing_required_fields():
 def test_loss_validation():
     with pytest.raises(TypeError) as e:
         EstimatorSpec(EVAL, loss=1.0)
-    assert str(e.value) == "`loss` must be Tensor, given: 1.0."
+    assert str(e.value) == "loss must be Tensor, given: 1.0."
     with pytest.raises(ValueError, match=r"^Loss must be scalar, given: .* with shape \(2,\)\. "
                                          r"Reduce `loss` with tf\.reduce_mean"):
         EstimatorSpec(EVAL, loss=tf.constant([1.0, 2.0]))
@@ -119,7 +119,7 @@ def test_loss_unknown_shape_allowed_in_function():
 def test_train_op_validation():
     with pytest.raises(TypeError) as e:
         EstimatorSpec(TRAIN, loss=_loss(), train_op="op")
-    assert str(e.value) == "`train_op` must be Operation or Tensor, given: 'op'."
+    assert str(e.value) == "train_op must be Operation or Tensor, given: 'op'."
     v = tf.Variable(1)
     assert EstimatorSpec(TRAIN, loss=_loss(), train_op=v).train_op is v
     g = tf.Graph()
@@ -135,8 +135,8 @@ def test_predictions_validation():
     assert EstimatorSpec(PREDICT, predictions={"a": t}).predictions == {"a": t}
     with pytest.raises(TypeError) as e:
         EstimatorSpec(PREDICT, predictions={"a": t, "b": [1, 2]})
-    assert str(e.value) == "`predictions[b]` must be Tensor, given: [1, 2]."
-    with pytest.raises(TypeError, match=r"^`predictions` must be Tensor or dict of Tensors, "
+    assert str(e.value) == "predictions[b] must be Tensor, given: [1, 2]."
+    with pytest.raises(TypeError, match=r"^predictions must be Tensor or dict of Tensors, "
                                         r"given: 3\."):
         EstimatorSpec(PREDICT, predictions=3)
 
@@ -184,8 +184,8 @@ def test_eval_metric_ops_validation():
     assert ok.eval_metric_ops == {"m": (t, t)}
     with pytest.raises(TypeError) as e:
         EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops=[(t, t)])
-    assert str(e.value).startswith("`eval_metric_ops` must be a dict, given: [(")
-    with pytest.raises(TypeError, match=r"^Values of `eval_metric_ops` must be "
+    assert str(e.value).startswith("eval_metric_ops must be a dict, given: [(")
+    with pytest.raises(TypeError, match=r"^Values of eval_metric_ops must be "
                                         r"\(metric_value, update_op\) tuples, given: .* for "
                                         r"key: m\. "):
         EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={"m": [t, t]})
@@ -201,7 +201,7 @@ def test_scaffold_validation():
     with g.as_default():
         scaffold = tf.compat.v1.train.Scaffold()
     assert EstimatorSpec(EVAL, loss=_loss(), scaffold=scaffold).scaffold is scaffold
-    with pytest.raises(TypeError, match=r"^`scaffold` must be tf\.train\.Scaffold\. Given: 3\."):
+    with pytest.raises(TypeError, match=r"^scaffold must be tf\.train\.Scaffold\. Given: 3\."):
         EstimatorSpec(EVAL, loss=_loss(), scaffold=3)
 
 

@@ -58,7 +58,7 @@ def _validate_train_op(train_op: Any, mode: str) -> Any:
         return None
     if not (_is_tensor(train_op) or isinstance(train_op, tf.Operation)):
         raise TypeError(
-                "`train_op` must be Operation or Tensor, given: {!r}.".format(train_op))
+                "train_op must be Operation or Tensor, given: {!r}.".format(train_op))
     return train_op
 
 
@@ -70,7 +70,7 @@ def _validate_loss(loss: Any, mode: str) -> Any:
                     "scalar loss Tensor.")
         return None
     if not _is_tensor(loss):
-        raise TypeError("`loss` must be Tensor, given: {!r}.".format(loss))
+        raise TypeError("loss must be Tensor, given: {!r}.".format(loss))
     shape = loss.shape
     if shape.num_elements() not in (None, 1):
         raise ValueError(
@@ -97,11 +97,11 @@ def _validate_predictions(predictions: Any, mode: str) -> Any:
         for key, value in predictions.items():
             if not _is_tensor(value):
                 raise TypeError(
-                        "`predictions[{}]` must be Tensor, given: {!r}.".format(key, value))
+                        "predictions[{}] must be Tensor, given: {!r}.".format(key, value))
         return predictions
     if not _is_tensor(predictions):
         raise TypeError(
-                "`predictions` must be Tensor or dict of Tensors, given: {!r}."
+                "predictions must be Tensor or dict of Tensors, given: {!r}."
                 .format(predictions))
     return predictions
 
@@ -155,20 +155,20 @@ def _validate_eval_metric_ops(eval_metric_ops: Any) -> dict:
         return {}
     if not isinstance(eval_metric_ops, dict):
         raise TypeError(
-                "`eval_metric_ops` must be a dict, given: {!r}. Map metric names to "
+                "eval_metric_ops must be a dict, given: {!r}. Map metric names to "
                 "(metric_value, update_op) tuples.".format(eval_metric_ops))
     for key, value in eval_metric_ops.items():
         if _is_metric_object(value):
             continue
         if not isinstance(value, tuple) or len(value) != 2:
             raise TypeError(
-                    "Values of `eval_metric_ops` must be (metric_value, update_op) tuples, "
+                    "Values of eval_metric_ops must be (metric_value, update_op) tuples, "
                     "given: {!r} for key: {}. Return e.g. tf.compat.v1.metrics.accuracy(...) "
                     "or a Metric object.".format(value, key))
         for part in tf.nest.flatten(value):
             if not (_is_tensor(part) or isinstance(part, tf.Operation)):
                 raise TypeError(
-                        "Values of `eval_metric_ops` must be (metric_value, update_op) tuples "
+                        "Values of eval_metric_ops must be (metric_value, update_op) tuples "
                         "of Tensors or Operations, given: {!r} for key: {}."
                         .format(value, key))
     return eval_metric_ops
@@ -181,7 +181,7 @@ def _validate_scaffold(scaffold: Any) -> Any:
         return tf.compat.v1.train.Scaffold()
     if not isinstance(scaffold, tf.compat.v1.train.Scaffold):
         raise TypeError(
-                "`scaffold` must be tf.train.Scaffold. Given: {!r}. Pass a "
+                "scaffold must be tf.train.Scaffold. Given: {!r}. Pass a "
                 "tf.compat.v1.train.Scaffold or None.".format(scaffold))
     return scaffold
 
