@@ -126,10 +126,13 @@ def legacy_recorder(name: str):
 # in alphabetical order test_realworld.py (~2 min alone) came last, and one worker ran it while
 # the other sat idle. Longest first, the short files fill in at the end (the longest-job-first
 # rule); files not listed keep their alphabetical order after these. Within a file the order
-# is unchanged. test_shapes.py was placed later, by its measured CPU time (two child
-# processes of ~32 s of CPU each), beside test_eager_scope.py's six children.
+# is unchanged. In the slow set, test_soak.py (180 s of soak) and test_peer_suite.py (a
+# pytest process per peer file) came last and ran alone at the end. test_shapes.py was
+# placed later, by its measured CPU time (two child processes of ~32 s of CPU each), beside
+# test_eager_scope.py's six children.
 _HEAVY_FILES_FIRST = (
-    "test_realworld.py", "test_parity.py", "test_model_zoo.py", "test_safety.py",
+    "test_realworld.py", "test_soak.py", "test_peer_suite.py", "test_parity.py",
+    "test_model_zoo.py", "test_safety.py",
     "test_legacy_models.py", "test_estimator.py", "test_embedding.py", "test_inference.py",
     "test_eval_metric_ops.py", "test_keras_optimizer.py", "test_canned_import.py",
     "test_numpy_io.py", "test_pandas_io.py",
