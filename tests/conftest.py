@@ -178,8 +178,8 @@ def _case_is_marked_slow(item) -> bool:
 
 
 def _case_is_full(item) -> bool:
-    """True for a `slow` case CI leaves out: the test's `full` or `full_cases` mark names
-    it, or it repeats on 8 replicas a slow test whose other cases CI runs.
+    """True for a `slow` case CI leaves out: the test or its parameter carries the `full`
+    mark, or it repeats on 8 replicas a slow test whose other cases CI runs.
 
     CI's slow set runs each slow test in at least one configuration. The 8-replica repeats
     of tests that run on the default strategy there, and the rest of a test's grid, take
@@ -188,12 +188,7 @@ def _case_is_full(item) -> bool:
     if item.get_closest_marker("full"):
         return True
     callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return False
-    if any(fnmatch.fnmatchcase(callspec.id, pattern)
-           for mark in item.iter_markers("full_cases") for pattern in mark.args):
-        return True
-    return ("mirrored8" in callspec.id.split("-")
+    return (callspec is not None and "mirrored8" in callspec.id.split("-")
             and item.get_closest_marker("slow") is not None)
 
 
