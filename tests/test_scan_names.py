@@ -110,7 +110,7 @@ def test_private_estimator_modules_import_as_the_scan_says(module):
             assert served is importlib.import_module(library)  # Our tf.data input_fns.
             assert served.__name__ == library
             continue
-        extra = (estimator_map.PRIVATE_HELPER_NAMES.get(module, ())
+        extra = (estimator_map.private_helper_names(module)
                  + estimator_map.PRIVATE_EMBEDDING_NAMES.get(module, ()))
         for name in extra + ("TPUEstimator", "PredictOutput", "LoggingTensorHook"):
             assert hasattr(served, name)

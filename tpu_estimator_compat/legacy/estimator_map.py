@@ -389,6 +389,20 @@ PRIVATE_HELPER_NAMES = {
     "model_fn": ("_TPUEstimatorSpec", "LOSS_METRIC_KEY", "AVERAGE_LOSS_METRIC_KEY"),
     "tpu.tpu_estimator": ("ExportSavedModelApiVersion",),
 }
+# Private names of legacy's ENGINE modules that this library implements itself, by module:
+# {name: "library module:attribute"} (`import_hook.py` imports the module on first use). Legacy's
+# own tests and real code reach them (`training._TrainingExecutor`,
+# `estimator._write_dict_to_summary`); each is this library's code with legacy's contract.
+PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
+}
+
+
+def private_helper_names(module: str) -> tuple[str, ...]:
+    """Every private name served in the ENGINE module `module` (both tables above)."""
+    return (PRIVATE_HELPER_NAMES.get(module, ())
+            + tuple(PRIVATE_LIBRARY_NAMES.get(module, {})))
+
+
 # Where a private module's public names are looked up, in order (legacy private modules
 # defined their classes under their public names: `tpu.tpu_estimator.TPUEstimator`).
 PRIVATE_SOURCES = ("", "tpu", "export", "experimental", "inputs", "tpu.experimental")
@@ -407,7 +421,7 @@ def private_verdict(module: str, name: str) -> tuple[str, str]:
     if name in PRIVATE_EMBEDDING_NAMES.get(module, ()):
         full = f"tpu.experimental.{name}"
         return (CHANGED, CHANGED_NOTES[full]) if full in CHANGED_NOTES else (SERVED, "")
-    if name in PRIVATE_HELPER_NAMES.get(module, ()):
+    if name in private_helper_names(module):
         return SERVED, ""
     for v2 in (False, True):  # The v1 namespace's names first, then the v2-only ones.
         served, refused = served_names(v2), refused_names(v2)

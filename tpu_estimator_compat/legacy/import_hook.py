@@ -124,6 +124,9 @@ def _private_members(relative: str) -> dict[str, Any]:
     members = _tpu_embedding_names(estimator_map.PRIVATE_EMBEDDING_NAMES.get(relative, ()))
     members.update({name: helpers[name]
                     for name in estimator_map.PRIVATE_HELPER_NAMES.get(relative, ())})
+    for name, where in estimator_map.PRIVATE_LIBRARY_NAMES.get(relative, {}).items():
+        module, _, attribute = where.partition(":")
+        members[name] = getattr(importlib.import_module(module), attribute)
     return members
 
 
