@@ -282,6 +282,8 @@ class Estimator:
             model_dir=self._model_dir, config=self._config, params=self._params,
             use_tpu=self._use_tpu, batch_axis=self._batch_axis,
             iterations_per_loop=self._iterations_per_loop(),
+            train_steps_per_call=(settings_lib.PLAIN_TRAIN_STEPS_PER_CALL if self._plain
+                                  else None),
             warm_start_from=self._warm_start_from, model_fn=self._model_fn,
             embedding=self._embedding, summary_writers=self._summary_writers)
 

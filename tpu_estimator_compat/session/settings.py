@@ -18,6 +18,12 @@ from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.step import replica_step
 
 
+# Training steps per compiled call of the plain Estimator while no hook needs every step:
+# legacy's default logging and summaries fire every 100 steps, so a call of 100 steps ends
+# where they do (`RunSettings.train_steps_per_call`).
+PLAIN_TRAIN_STEPS_PER_CALL = 100
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSettings:
     """The estimator's configuration as a run reads it (validated by the estimator)."""
@@ -34,6 +40,11 @@ class RunSettings:
     embedding: Any = None
     # `summary.summaries.ModelFnWriters`: the summary writers model_fn creates.
     summary_writers: Any = None
+    # Training steps one compiled call may run, where that differs from `iterations_per_loop`
+    # (None: the same). The plain Estimator observes one step per run (its hooks, logs and
+    # summaries follow `iterations_per_loop=1`, as legacy's one step per `session.run`) and
+    # still runs several steps per call where nothing observed changes (train_session.py).
+    train_steps_per_call: int | None = None
 
     @property
     def saves_checkpoints(self) -> bool:

@@ -217,8 +217,21 @@ class TrainSession:
             sync=cluster_lib.checkpoint_sync(runtime.strategy))
 
     def _steps_per_loop(self, hook_runner: hooks_lib.HookRunner) -> int:
-        """iterations_per_loop, or 1 while hooks run around every step (legacy's CPU path)."""
-        steps = self._settings.iterations_per_loop
+        """iterations_per_loop, or 1 while hooks run around every step (legacy's CPU path).
+
+        The plain Estimator (`train_steps_per_call`) observes one step per run and runs
+        several per call while no hook needs each step: its progress lines, summaries and
+        step-based checkpoints are written for the steps legacy wrote them at, from the
+        loop's per-step losses and step counts. Not on parameter servers, where a loop is
+        a closure each worker runs when it is free, as legacy's workers each ran steps.
+        """
+        settings = self._settings
+        if settings.train_steps_per_call is not None:
+            if hook_runner.per_step or parameter_servers.is_parameter_server_strategy(
+                    self._runtime.strategy):
+                return 1
+            return settings.train_steps_per_call
+        steps = settings.iterations_per_loop
         if hook_runner.per_step and steps > 1:
             logging.info(
                 "use_tpu=False: SessionRunHooks run around every step, as on legacy's CPU "
