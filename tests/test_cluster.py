@@ -325,3 +325,47 @@ _CHIEF_AND_TWO = tf.train.ClusterSpec({"chief": ["127.0.0.1:1"],
 ])
 def test_lost_tasks_are_the_ones_the_engine_names_not_its_relay(reason, lost):
     assert cluster._lost_tasks(reason, _CHIEF_AND_TWO, "worker/0") == lost
+
+
+def test_master_job_is_legacy_tpu_job_choice():
+    from tensorflow.core.protobuf import cluster_pb2  # pylint: disable=g-direct-tensorflow-import
+
+    from tpu_estimator_compat.cluster.tpu_resolver import master_job
+
+    def cluster(*jobs):
+        cluster_def = cluster_pb2.ClusterDef()
+        for name in jobs:
+            cluster_def.job.add(name=name).tasks[0] = "grpc://10.0.0.1:8470"
+        return cluster_def
+
+    assert master_job("", None) is None and master_job(None, cluster("w")) is None
+    assert master_job("grpc://10.0.0.1:8470", None) == "tpu_worker"
+    assert master_job("grpc://10.0.0.1:8470", cluster("w")) == "w"
+    assert master_job("grpc://10.0.0.1:8470", cluster("w", "coordinator")) == "w"
+    for jobs in (("w", "v"), ("w", "v", "coordinator"), ("tpu_worker",)):
+        with pytest.raises(ValueError, match="tpu_job_name"):
+            master_job("grpc://10.0.0.1:8470", cluster(*jobs))
+
+
+def test_estimator_ctx_tells_the_master_job_per_mode():
+    from tpu_estimator_compat.api import estimator as estimator_lib
+    from tpu_estimator_compat import tpu_config as tpu_config_lib
+
+    def model_fn(features, labels, mode, params):
+        del features, labels, mode, params
+
+    def ctx(mode, **kwargs):
+        est = estimator_lib.TPUEstimator(model_fn=model_fn, config=config_lib.RunConfig(
+            **kwargs), train_batch_size=8)
+        with est._ctx.with_mode(mode) as context:
+            return context
+
+    assert ctx("train").master_job is None
+    assert ctx("eval", master="grpc://10.0.0.1:8470").master_job == "tpu_worker"
+    assert ctx("train", tpu_config=tpu_config_lib.TPUConfig(
+        tpu_job_name="mine")).master_job == "mine"
+    with pytest.raises(ValueError, match="Model parallelism only supports per host input"):
+        estimator_lib.TPUEstimator(model_fn=model_fn, train_batch_size=8,
+                                   config=config_lib.RunConfig(tpu_config=tpu_config_lib.TPUConfig(
+                                       num_cores_per_replica=2,
+                                       per_host_input_for_training=False)))

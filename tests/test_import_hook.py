@@ -478,3 +478,29 @@ def test_contrib_tpu_function_gives_model_fn_the_shard_count(tmp_path, strategy)
     est.train(lambda params: tf.data.Dataset.from_tensors(tf.ones([2])).repeat().batch(
         params["batch_size"], drop_remainder=True), max_steps=1)
     assert set(seen) == {strategy.num_replicas_in_sync}
+
+
+_LIBRARY_NAMES = [(module, name, where)
+                  for module, names in estimator_map.PRIVATE_LIBRARY_NAMES.items()
+                  for name, where in names.items()]
+
+
+@pytest.mark.parametrize("module,name,where", _LIBRARY_NAMES,
+                         ids=[f"{m}.{n}" for m, n, _ in _LIBRARY_NAMES])
+def test_private_library_names_are_the_library_objects(module, name, where):
+    import importlib
+
+    served = importlib.import_module(f"{estimator_map.TFE_PRIVATE}.{module}")
+    library, _, attribute = where.partition(":")
+    assert getattr(served, name) is getattr(importlib.import_module(library), attribute)
+
+
+def test_removed_tpu_embedding_module_serves_the_embedding_configs():
+    from tensorflow.python.tpu import tpu_embedding  # pylint: disable=g-direct-tensorflow-import
+
+    from tpu_estimator_compat.embedding import config as embedding_config
+
+    assert tpu_embedding.TableConfig is embedding_config.TableConfig
+    assert tpu_embedding.FeatureConfig(table_id="t").max_sequence_length == 0
+    with pytest.raises(AttributeError, match="MomentumParameters"):
+        tpu_embedding.MomentumParameters  # noqa: B018  # Not served: a clear error.

@@ -130,6 +130,18 @@ def test_unknown_private_module_is_refused_by_both():
         importlib.import_module("tensorflow.python.estimator.no_such_module")
 
 
+def test_removed_tpu_module_the_library_serves_is_judged_as_served():
+    module = importlib.import_module("tensorflow.python.tpu.tpu_embedding")
+    for name in estimator_map.TF_TPU_LIBRARY_NAMES["tpu_embedding"]:
+        assert hasattr(module, name)
+        verdict = names.judge(f"tensorflow.python.tpu.tpu_embedding.{name}", 3)
+        assert verdict.status == names.SERVED, verdict
+    assert names.judge("tensorflow.python.tpu.tpu_embedding", 3).status == names.SERVED
+    assert names.judge("tensorflow.python.tpu.tpu_embedding.TPUEmbedding").status == (
+        names.ABSENT)
+    assert not hasattr(module, "TPUEmbedding")
+
+
 def test_names_the_aliases_add_to_tensorflow_exist_after_install():
     assert names.patched_names()
     for name in names.patched_names():

@@ -44,6 +44,7 @@ from tpu_estimator_compat.session import settings as settings_lib
 from tpu_estimator_compat.session import strategy_state as runtime_lib
 from tpu_estimator_compat.checkpoint import safety
 from tpu_estimator_compat import spec as spec_lib
+from tpu_estimator_compat import tpu_config as tpu_config_lib
 from tpu_estimator_compat.session import strategy as strategy_lib
 from tpu_estimator_compat.summary import summaries
 from tpu_estimator_compat.v1_state import tf1_names
@@ -535,6 +536,13 @@ class TPUEstimator(Estimator):
                     "`train_batch_size` cannot be `None` when use_tpu=True. Pass the global "
                     "batch size, e.g. TPUEstimator(..., train_batch_size=1024).")
             _check_positive_int(train_batch_size, "train_batch_size")
+            if (config.tpu_config.per_host_input_for_training
+                    == tpu_config_lib.InputPipelineConfig.PER_SHARD_V1
+                    and config.tpu_config.num_cores_per_replica):
+                raise ValueError(
+                    "Model parallelism only supports per host input for training. Please "
+                    "adjust TPURunconfig.per_host_input_for_training: set it to "
+                    "InputPipelineConfig.PER_HOST_V2 (or True).")
         for name, value in (("train_batch_size", train_batch_size),
                             ("eval_batch_size", eval_batch_size),
                             ("predict_batch_size", predict_batch_size)):
@@ -554,6 +562,11 @@ class TPUEstimator(Estimator):
                                                   predict_batch_size),
                     eval_on_tpu=eval_on_tpu, warm_start_from=warm_start_from,
                     batch_axis=batch_axis, embedding=embedding)
+
+    @property
+    def _ctx(self) -> context_lib.InternalTPUContext:
+        """Legacy's `TPUEstimator._ctx`: `with est._ctx.with_mode(mode) as ctx: ctx.master_job`."""
+        return context_lib.InternalTPUContext(self._config)
 
 
 # Members a subclass of Estimator may override (legacy's allow-list).

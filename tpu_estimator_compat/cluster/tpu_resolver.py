@@ -151,3 +151,33 @@ class TPUClusterResolver(metaclass=_ResolverMeta):
                         "NoTPUClusterResolver so the estimator falls back to GPUs or the CPU.",
                         tpu, reason)
         return NoTPUClusterResolver(tpu, reason)
+
+
+# TensorFlow's job names for TPU hosts (`tf.tpu` system metadata): a master naming no cluster
+# runs its TPU computations on `tpu_worker`, and `coordinator` is never the TPU job.
+TPU_WORKER_JOB = "tpu_worker"
+_COORDINATOR_JOB = "coordinator"
+_LOCAL_MASTERS = ("", "local")
+
+
+def master_job(master: str | None, cluster_def: Any = None) -> str | None:
+    """The job TPU computations were placed on for `master` and a session's `cluster_def`.
+
+    Legacy `_InternalTPUContext.master_job` without a `tpu_job_name`: None for a local
+    master; `tpu_worker` when no cluster is given; else the cluster's only job, or its only
+    job besides `coordinator`. Raises ValueError when that cannot be told.
+    """
+    if master is None or master in _LOCAL_MASTERS:
+        return None
+    if cluster_def is None or not cluster_def.job:
+        return TPU_WORKER_JOB
+    names = {job.name for job in cluster_def.job}
+    if TPU_WORKER_JOB in names:
+        raise ValueError(f"Currently, {TPU_WORKER_JOB} is not an allowed job name. Please "
+                         "specify a tpu_job_name as part of your TPUConfig.")
+    if len(names) == 1:
+        return cluster_def.job[0].name
+    if len(names) == 2 and _COORDINATOR_JOB in names:
+        return (names - {_COORDINATOR_JOB}).pop()
+    raise ValueError(f"Could not infer TPU job name (jobs {sorted(names)}). Please specify a "
+                     "tpu_job_name as part of your TPUConfig.")

@@ -21,12 +21,15 @@ batches are per replica, which is what a per-core input_fn produced.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
+from tpu_estimator_compat.cluster import tpu_resolver
+from tpu_estimator_compat.spec import ModeKeys
 from tpu_estimator_compat.tpu_config import InputPipelineConfig
 
 BATCH_SIZE_KEY = "batch_size"
@@ -185,3 +188,42 @@ class TPUContext:
     @property
     def device_assignment(self) -> None:
         return None
+
+
+class InternalTPUContext:
+    """What a TPUEstimator tells about its run in a mode: legacy `TPUEstimator._ctx`.
+
+    `with estimator._ctx.with_mode(mode) as ctx:` gives a copy for `mode`, whose
+    `master_job` is the job legacy placed TPU computations on: `tpu_job_name` when set, else
+    the job of the mode's master (`evaluation_master` in EVAL) in the session config's
+    cluster (`cluster/tpu_resolver.master_job`).
+    """
+
+    def __init__(self, config: Any, mode: str | None = None) -> None:
+        self._config = config
+        self._mode = mode
+
+    @contextlib.contextmanager
+    def with_mode(self, mode: str) -> Iterator["InternalTPUContext"]:
+        yield InternalTPUContext(self._config, mode)
+
+    @property
+    def config(self) -> Any:
+        return self._config
+
+    @property
+    def mode(self) -> str:
+        if self._mode is None:
+            raise RuntimeError("This TPU context has no mode: use `with ctx.with_mode(mode) "
+                               "as ctx:`.")
+        return self._mode
+
+    @property
+    def master_job(self) -> str | None:
+        config = self._config
+        if config.tpu_config.tpu_job_name:
+            return config.tpu_config.tpu_job_name
+        master = config.evaluation_master if self.mode == ModeKeys.EVAL else config.master
+        session_config = config.session_config
+        return tpu_resolver.master_job(
+            master, session_config.cluster_def if session_config is not None else None)

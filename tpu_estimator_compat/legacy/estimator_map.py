@@ -300,6 +300,17 @@ TF_PRIVATE_TPU = "tensorflow.python.tpu"
 # has no module of that name.
 TF_TPU_STUBS = frozenset(("error_handling", "tpu_config", "tpu_context", "tpu_estimator",
                           "util"))
+# TF 2.15 `tensorflow.python.tpu` modules TF 2.16 removed whose names this library implements,
+# by module: {name: "library module:attribute"}, served only where TensorFlow has no such
+# module. `tpu_embedding`'s table and feature configs and optimizer parameters are the
+# embedding spec's (`embedding/config.py`); tensorflow-estimator's TPU embedding tests build
+# them there.
+_EMBEDDING_CONFIG = "tpu_estimator_compat.embedding.config"
+TF_TPU_LIBRARY_NAMES: dict[str, dict[str, str]] = {
+    "tpu_embedding": {name: f"{_EMBEDDING_CONFIG}:{name}" for name in (
+        "TableConfig", "FeatureConfig", "AdagradParameters", "AdamParameters",
+        "FtrlParameters", "StochasticGradientDescentParameters")},
+}
 
 # The private modules of tensorflow-estimator 2.15.0 (its package tree, tests and the generated
 # `api` excluded), relative to `tensorflow_estimator.python.estimator`. TF 1.x shipped the same
@@ -394,6 +405,30 @@ PRIVATE_HELPER_NAMES = {
 # own tests and real code reach them (`training._TrainingExecutor`,
 # `estimator._write_dict_to_summary`); each is this library's code with legacy's contract.
 PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
+    "tpu.util": {
+        "parse_iterations_per_loop": "tpu_estimator_compat.tpu_config:parse_iterations_per_loop",
+        "IterationsPerLoopCounter": "tpu_estimator_compat.tpu_config:IterationsPerLoop",
+    },
+    "tpu.iteration_count_estimator": {
+        "IterationCountEstimator":
+            "tpu_estimator_compat.loop.iterations:IterationCountEstimator",
+        "RuntimeCounter": "tpu_estimator_compat.loop.iterations:RuntimeCounter",
+    },
+    "tpu.error_handling": {
+        "ErrorRendezvous": "tpu_estimator_compat.loop.error_rendezvous:ErrorRendezvous",
+    },
+    "tpu.tpu_estimator": {
+        "_TPUStopAtStepHook": "tpu_estimator_compat.loop.iterations:TPUStopAtStepHook",
+        "_InputsWithStoppingSignals":
+            "tpu_estimator_compat.inputs.stopping_signals:InputsWithStoppingSignals",
+        "_PaddingSignals": "tpu_estimator_compat.inputs.stopping_signals:PaddingSignals",
+        "_WRAP_INPUT_FN_INTO_WHILE_LOOP":
+            "tpu_estimator_compat.loop.train_loop:WRAP_INPUT_FN_INTO_WHILE_LOOP",
+    },
+    "tpu._tpu_estimator_embedding": {
+        "get_configs_from_feature_columns":
+            "tpu_estimator_compat.embedding.config:configs_from_feature_columns",
+    },
 }
 
 

@@ -332,6 +332,25 @@ def _tf_tpu_stub(fullname: str) -> str | None:
     return f"tpu.{name}"
 
 
+def _tf_tpu_library_module(fullname: str) -> bool:
+    """Whether `fullname` is a removed `tensorflow.python.tpu` module this library serves
+    (`estimator_map.TF_TPU_LIBRARY_NAMES`) and this TensorFlow does not have."""
+    parent, _, name = fullname.rpartition(".")
+    if parent != _TF_PRIVATE_TPU or name not in estimator_map.TF_TPU_LIBRARY_NAMES:
+        return False
+    package = importlib.import_module(_TF_PRIVATE_TPU)
+    return importlib.machinery.PathFinder.find_spec(fullname, package.__path__) is None
+
+
+def _build_tf_tpu_library_module(fullname: str) -> types.ModuleType:
+    members = {}
+    for name, where in estimator_map.TF_TPU_LIBRARY_NAMES[fullname.rpartition(".")[2]].items():
+        module, _, attribute = where.partition(":")
+        members[name] = getattr(importlib.import_module(module), attribute)
+    return _namespace(fullname, fullname, [], members=members,
+                      hint=estimator_names.ESTIMATOR_HINT)
+
+
 def build_module(fullname: str) -> types.ModuleType | None:
     """The module served under `fullname`, None when `fullname` is not a legacy path.
 
@@ -340,6 +359,8 @@ def build_module(fullname: str) -> types.ModuleType | None:
     if not fullname.startswith(_PREFIXES) or not namespaces.installed():
         return None
     if fullname.startswith(_TF_PRIVATE_TPU + "."):
+        if _tf_tpu_library_module(fullname):
+            return _build_tf_tpu_library_module(fullname)
         relative = _tf_tpu_stub(fullname)
         return (None if relative is None else
                 _build_private_estimator(fullname, relative, _TFE_PRIVATE + "." + relative))
@@ -415,4 +436,5 @@ def serves(fullname: str) -> bool:
     """True for `tensorflow.*` paths whose modules only this finder has (not attributes of
     `tf.compat.v1`): TF1 mode sends imports of these to the real import system."""
     return (_under(fullname, _CONTRIB) or _under(fullname, _TF_PRIVATE_ESTIMATOR)
-            or (fullname.startswith(_TF_PRIVATE_TPU + ".") and _tf_tpu_stub(fullname) is not None))
+            or (fullname.startswith(_TF_PRIVATE_TPU + ".") and (
+                _tf_tpu_stub(fullname) is not None or _tf_tpu_library_module(fullname))))

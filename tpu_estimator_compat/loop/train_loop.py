@@ -30,6 +30,12 @@ from tpu_estimator_compat.loop.plumbing import Dispatch, FixedBatches, gather_re
 from tpu_estimator_compat.loop.plumbing import stack_steps
 from tpu_estimator_compat.v1_state import eager_scope
 
+# Legacy `tpu_estimator._WRAP_INPUT_FN_INTO_WHILE_LOOP` (False there) chose whether an input_fn
+# returning tensors was called inside the device loop. Here every step draws its batch from
+# the dataset's iterator inside the compiled while_loop, whatever input_fn returned: always
+# true, and setting the legacy flag changes nothing.
+WRAP_INPUT_FN_INTO_WHILE_LOOP = True
+
 
 @dataclasses.dataclass(frozen=True)
 class LoopResult:

@@ -230,12 +230,27 @@ def _private(parts: list[str], module_parts: int) -> Verdict | None:
             and "tensorflow." + ".".join(parts[:3]) not in private):
         verdict = _private_estimator(estimator_map.TFE_PRIVATE, ["tpu"] + parts[2:])
         return dataclasses.replace(verdict, name=".".join(["tensorflow"] + parts[:4]))
+    served = (estimator_map.TF_TPU_LIBRARY_NAMES.get(parts[2], {})
+              if parts[:2] == ["python", "tpu"] and len(parts) > 2 else {})
+    if served and "tensorflow." + ".".join(parts[:3]) not in private:
+        return _tf_tpu_library_verdict(parts, served)
     module = "tensorflow." + ".".join(parts[:max(1, module_parts)])
     if module not in private:
         return Verdict(module, ABSENT, f"TensorFlow 2.21 has no module `{module}`: ImportError.")
     deeper = "tensorflow." + ".".join(parts[:module_parts + 1])
     shown = deeper if deeper in private else module
     return Verdict(shown, SERVED, "TensorFlow's own private module.")
+
+
+def _tf_tpu_library_verdict(parts: list[str], served: dict[str, str]) -> Verdict:
+    """`tensorflow.python.tpu.<module>[.<name>]` of a removed module this library serves."""
+    module = "tensorflow." + ".".join(parts[:3])
+    if len(parts) == 3:
+        return Verdict(module, SERVED, "Served by tpu_estimator_compat (TF 2.16 removed it).")
+    if parts[3] in served:
+        return Verdict(f"{module}.{parts[3]}", SERVED, "")
+    return Verdict(f"{module}.{parts[3]}", ABSENT,
+                   f"`{module}` is served with {sorted(served)} only: AttributeError.")
 
 
 @functools.lru_cache(maxsize=1 << 16)
