@@ -393,7 +393,17 @@ PRIVATE_HELPER_NAMES = {
 # {name: "library module:attribute"} (`import_hook.py` imports the module on first use). Legacy's
 # own tests and real code reach them (`training._TrainingExecutor`,
 # `estimator._write_dict_to_summary`); each is this library's code with legacy's contract.
+_TRAINING = "tpu_estimator_compat.api.train_and_eval"
+_EVALUATOR = "tpu_estimator_compat.api.evaluator"
 PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
+    "training": {
+        "_TrainingExecutor": f"{_TRAINING}:TrainingExecutor",
+        "_StopAtSecsHook": f"{_TRAINING}:StopAtSecsHook",
+        "_NewCheckpointListenerForEvaluate": f"{_TRAINING}:NewCheckpointListenerForEvaluate",
+        "_ContinuousEvalListener": f"{_EVALUATOR}:ContinuousEvalListener",
+        "_EvalResult": f"{_EVALUATOR}:EvalResult",
+        "_EvalStatus": f"{_EVALUATOR}:EvalStatus",
+    },
 }
 
 
