@@ -276,11 +276,12 @@ def test_cluster_roles_train_as_legacy(tmp_path, monkeypatch):
     listener = tf.compat.v1.train.CheckpointSaverListener()
     hook = tf.compat.v1.train.SessionRunHook()
     train_spec = TrainSpec(_input_fn, max_steps=9, hooks=[hook], saving_listeners=[listener])
-    for role, listeners in (("chief", (listener,)), ("worker", None), ("ps", None)):
+    for role, hooks, listeners in (("chief", [hook], (listener,)), ("worker", [hook], None),
+                                   ("ps", None, None)):
         est = _cluster_estimator(tmp_path, monkeypatch, role, cluster)
         monkeypatch.setattr(time, "sleep", lambda s: pytest.fail(f"slept {s} s"))
         assert train_and_evaluate(est, train_spec, EvalSpec(_eval_input_fn)) is None
-        assert est.trained == [(9, [hook], listeners)]
+        assert est.trained == [(9, hooks, listeners)]
 
 
 def test_master_trains_alone_with_evaluation_or_is_refused_in_a_cluster(tmp_path, monkeypatch):

@@ -220,7 +220,10 @@ class TrainingExecutor:
 
     def run_ps(self) -> None:
         """Serves the training: the engine's `train()` serves on a ps task until it ends."""
-        self._train_on_cluster()
+        _check_cluster(self._estimator.config)
+        # No hooks or listeners: a ps task runs no training step of its own.
+        self._estimator.train(input_fn=self._train_spec.input_fn,
+                              max_steps=self._train_spec.max_steps)
 
     def run_local(self) -> tuple[dict[str, Any] | None, list[Any] | None]:
         """Trains once, evaluating after checkpoints; (last metrics, last export results)."""
