@@ -128,6 +128,7 @@ class Evaluator:
                        "pass as evaluation results are expected to be same for the same "
                        "checkpoint.")
             return EvalResult(EvalStatus.NO_NEW_CHECKPOINT), []
+        logging.info("Found new checkpoint to evaluate: %s", latest)
         metrics = self._evaluate(latest)
         if metrics is None:
             return EvalResult(EvalStatus.NO_NEW_CHECKPOINT), []
