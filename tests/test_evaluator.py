@@ -5,13 +5,16 @@ trainer and a real `checkpoints_iterator` evaluation loop then run side by side 
 processes on one model_dir, as the ResNet script's `--mode=eval` did.
 """
 
+import json
 import re
 
 import pytest
 import tensorflow as tf
 
 import cluster_job
+import tpu_estimator_compat
 from tpu_estimator_compat.api import evaluator as evaluator_lib
+from tpu_estimator_compat.api.estimator import Estimator
 from tpu_estimator_compat.api import train_and_eval
 
 
@@ -66,11 +69,19 @@ class _Exporter(train_and_eval.Exporter):
         return export_path
 
 
+_HOOK = tf.compat.v1.train.SessionRunHook()
+
+
 def _spec(**kwargs):
-    defaults = dict(steps=7, name="held_out", hooks=["hook"], exporters=[_Exporter()],
+    defaults = dict(steps=7, name="held_out", hooks=[_HOOK], exporters=[_Exporter()],
                     start_delay_secs=30, throttle_secs=10)
     defaults.update(kwargs)
     return train_and_eval.EvalSpec(lambda params: None, **defaults)
+
+
+def _evaluated(loop):
+    return [r.checkpoint_path for r in loop.results
+            if r.status == evaluator_lib.EvalStatus.EVALUATED]
 
 
 def test_evaluates_each_new_checkpoint_until_max_steps_with_delay_and_throttle():
@@ -81,20 +92,23 @@ def test_evaluates_each_new_checkpoint_until_max_steps_with_delay_and_throttle()
     spec = _spec()
     loop = evaluator_lib.ContinuousEvaluation(trainer, spec, max_steps=100, clock=clock,
                                               sleep=clock.sleep)
-    result, exports = loop.run()
+    last = loop.run()
     assert [c[0] for c in trainer.calls] == ["/m/model.ckpt-0", "/m/model.ckpt-50",
                                              "/m/model.ckpt-100"]
-    assert trainer.calls[0][1:] == (7, "held_out", ("hook",))
-    assert result == {"loss": 1.0, "global_step": 100}
-    assert exports == ["/m/export/recorder"]
+    assert trainer.calls[0][1:] == (7, "held_out", (_HOOK,))
+    assert last.metrics == {"loss": 1.0, "global_step": 100}
+    assert last.checkpoint_path == "/m/model.ckpt-100"
     assert spec.exporters[0].exports == [
         ("/m/export/recorder", "/m/model.ckpt-0", 0, False),
         ("/m/export/recorder", "/m/model.ckpt-50", 50, False),
         ("/m/export/recorder", "/m/model.ckpt-100", 100, True)]
     # start_delay_secs, then throttle_secs from the start of each pass (an evaluation takes
-    # 2 s of it); no wait after the final checkpoint.
-    assert clock.sleeps == [30, 10, 8, 10, 8]
-    assert loop.evaluated == ["/m/model.ckpt-0", "/m/model.ckpt-50", "/m/model.ckpt-100"]
+    # 2 s of it), after the final one too, as legacy's loop waited before it looked again.
+    assert clock.sleeps == [30, 10, 8, 10, 8, 8]
+    assert [r.status for r in loop.results] == [
+        evaluator_lib.EvalStatus.MISSING_CHECKPOINT, evaluator_lib.EvalStatus.EVALUATED,
+        evaluator_lib.EvalStatus.NO_NEW_CHECKPOINT, evaluator_lib.EvalStatus.EVALUATED,
+        evaluator_lib.EvalStatus.EVALUATED]
 
 
 def test_a_checkpoint_deleted_before_it_was_read_is_skipped():
@@ -104,19 +118,63 @@ def test_a_checkpoint_deleted_before_it_was_read_is_skipped():
     loop = evaluator_lib.ContinuousEvaluation(trainer, _spec(start_delay_secs=0), max_steps=20,
                                               clock=clock, sleep=clock.sleep)
     loop.run()
-    assert loop.evaluated == ["/m/model.ckpt-20"]
+    assert _evaluated(loop) == ["/m/model.ckpt-20"]
 
 
-def test_only_evaluator_zero_may_run():
-    class Config:
-        task_type, task_id = "evaluator", 1
+def test_the_listener_stops_the_loop_before_or_after_a_pass():
+    class StopAfter(evaluator_lib.ContinuousEvalListener):
+        def __init__(self, before, after):
+            self.before, self.after, self.heard = before, after, []
 
-    class Estimator:
-        config = Config()
+        def before_eval(self):
+            self.before -= 1
+            return self.before >= 0
 
+        def after_eval(self, eval_result):
+            self.heard.append(eval_result.status)
+            self.after -= 1
+            return self.after > 0
+
+    for before, after, evaluated in ((1, 9, ["/m/model.ckpt-10"]), (9, 1, ["/m/model.ckpt-10"]),
+                                     (0, 9, [])):
+        clock = _Clock()
+        trainer = _Trainer(clock, ["/m/model.ckpt-10", "/m/model.ckpt-20"])
+        listener = StopAfter(before, after)
+        loop = evaluator_lib.ContinuousEvaluation(trainer, _spec(start_delay_secs=0),
+                                                  max_steps=20, listener=listener,
+                                                  clock=clock, sleep=clock.sleep)
+        loop.run()
+        assert _evaluated(loop) == evaluated
+        assert listener.heard == [evaluator_lib.EvalStatus.EVALUATED] * len(evaluated)
+
+
+@pytest.mark.parametrize("metrics,error,match", [
+    ({}, ValueError, r"should never return empty metrics"),
+    (123, TypeError, r"`Estimator.evaluate` should return dict"),
+    ({"loss": 1.0}, ValueError, r"result should have `global_step`"),
+])
+def test_an_evaluation_without_a_global_step_dict_is_an_error(metrics, error, match):
+    class Bad:
+        model_dir = "/m"
+
+        def latest_checkpoint(self):
+            return "/m/model.ckpt-1"
+
+        def evaluate(self, **kwargs):
+            return metrics
+
+    with pytest.raises(error, match=match):
+        evaluator_lib.Evaluator(Bad(), _spec(), 10).evaluate_and_export()
+
+
+def test_only_evaluator_zero_may_run(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", json.dumps({
+        "cluster": {"chief": ["h:0"]}, "task": {"type": "evaluator", "index": 1}}))
+    estimator = Estimator(model_fn=lambda features, labels, mode: None,
+                          config=tpu_estimator_compat.RunConfig())
     with pytest.raises(ValueError, match=r"^For distributed training, there can only be one "
                                          r"`evaluator` task \(with task id 0\).  Given task id 1"):
-        train_and_eval.train_and_evaluate(Estimator(),
+        train_and_eval.train_and_evaluate(estimator,
                                           train_and_eval.TrainSpec(lambda params: None, 10),
                                           _spec())
 

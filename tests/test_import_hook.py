@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 import tensorflow as tf
@@ -321,6 +322,28 @@ def test_efficientnet_resume_idiom_reads_the_step_the_estimator_wrote(tmp_path):
                                    use_tpu=False, train_batch_size=32)
     est.train(models.digits_input_fn(flat=True), max_steps=6)
     assert estimator._load_global_step_from_checkpoint_dir(str(tmp_path)) == 6
+
+
+def test_private_library_names_are_their_home_module_s_attributes():
+    """`training._TrainingExecutor` is `api/train_and_eval.py`'s `TrainingExecutor`: patching
+    it on the legacy path reaches `train_and_evaluate`, as on legacy (one module held both)."""
+    from unittest import mock
+
+    from tensorflow_estimator.python.estimator import training
+
+    from tpu_estimator_compat.api import evaluator, train_and_eval
+
+    assert training._TrainingExecutor is train_and_eval.TrainingExecutor
+    assert training._ContinuousEvalListener is evaluator.ContinuousEvalListener
+    assert training._StopAtSecsHook is train_and_eval.StopAtSecsHook
+    estimator = types.SimpleNamespace(config=types.SimpleNamespace(task_type="", task_id=0))
+    with mock.patch.object(training, "_TrainingExecutor") as patched:
+        assert train_and_eval.TrainingExecutor is patched
+        training.train_and_evaluate(estimator, train_and_eval.TrainSpec(lambda: 1),
+                                    train_and_eval.EvalSpec(lambda: 1))
+        assert patched.return_value.run.called
+    assert train_and_eval.TrainingExecutor is training._TrainingExecutor
+    assert train_and_eval.TrainingExecutor.__name__ == "TrainingExecutor"
 
 
 def test_real_modules_served_under_legacy_names_keep_their_kind():

@@ -162,6 +162,19 @@ def test_legacy_lines_go_through_tensorflows_logger_and_own_lines_through_absls(
     assert {r.filename for r in caplog.records} == {os.path.basename(__file__)}
 
 
+def test_legacy_lines_reach_a_replaced_v1_logging_function(monkeypatch, caplog):
+    """As on legacy, code that replaces `tf.compat.v1.logging.warning` gets the line."""
+    import tensorflow as tf
+
+    heard = []
+    monkeypatch.setattr(tf.compat.v1.logging, "warning", lambda *a: heard.append(a))
+    with caplog.at_level(logging.INFO):
+        log.legacy_warning("No new checkpoint %s.", "yet")
+        log.legacy_info("Loss for final step: %s.", 0.5)
+    assert heard == [("No new checkpoint %s.", "yet")]
+    assert [r.getMessage() for r in caplog.records] == ["Loss for final step: 0.5."]
+
+
 def test_no_library_module_logs_through_absls_module_functions():
     # `absl.logging.info(...)` and friends call logging.basicConfig() on a bare root logger
     # (see log.py), so a module that logs through them can double every `tensorflow` line of

@@ -71,14 +71,27 @@ def error(msg: str, *args: Any, **kwargs: Any) -> None:
     _own(ERROR, msg, *args, **kwargs)
 
 
+_V1_LOGGING_FUNCTIONS = {DEBUG: "debug", INFO: "info", WARNING: "warning", ERROR: "error"}
+
+
 def legacy(level: int, msg: str, *args: Any) -> None:
     """A line legacy's stack logged, word for word, through TensorFlow's logger.
 
-    TensorFlow's logger names the first caller outside this file as the line's source.
+    tensorflow-estimator wrote these lines with `tf.compat.v1.logging.<level>`: when code
+    has replaced or wrapped that function (legacy's own tests count warnings through
+    `mock.patch.object(tf.compat.v1.logging, 'warning')`), the line goes to the replacement,
+    which sees what it saw on legacy. Otherwise it goes to TensorFlow's logger directly (what
+    TensorFlow's function does), which names the first caller outside this file as the
+    line's source.
     """
     import tensorflow as tf  # Local: this module is imported before TensorFlow loads.
 
-    tf.get_logger().log(level, msg, *args)
+    name = _V1_LOGGING_FUNCTIONS.get(level)
+    function = getattr(tf.compat.v1.logging, name) if name else None
+    if function is None or getattr(function, "__module__", None) == tf.get_logger.__module__:
+        tf.get_logger().log(level, msg, *args)
+    else:
+        function(msg, *args)
 
 
 def legacy_enabled(level: int) -> bool:

@@ -1,256 +1,294 @@
-"""`train_and_evaluate`, with `TrainSpec`, `EvalSpec` and exporters, on one machine or a cluster.
+"""`train_and_evaluate`: each task of a job plays its role, through one `TrainingExecutor`.
 
-Legacy's local mode trained once and evaluated from a CheckpointSaverListener: after every
-checkpoint except the first (the untrained model), if `EvalSpec.throttle_secs` had passed
-since the last evaluation, it evaluated that checkpoint and ran the exporters; at the end it
-evaluated the final checkpoint if that had not been evaluated yet. On a `TF_CONFIG` cluster
-each task played its role (`_TrainingExecutor.run_<task type>`): the chief and the workers
-trained (only the chief with `TrainSpec.saving_listeners`), ps tasks served, the `evaluator`
-task evaluated each new checkpoint (`evaluator.py`), and the call returned None. This module
-does the same on top of `TPUEstimator.train/evaluate/export_saved_model`; it knows nothing
-else about them, and leaves strategies and serving to the estimator.
+Synopsis::
+
+    metrics, exports = train_and_evaluate(estimator, TrainSpec(...), EvalSpec(...))  # local
+    TrainingExecutor(estimator, train_spec, eval_spec).run()   # what it runs on every task
+
+Legacy's `training._TrainingExecutor` decided, from `RunConfig`, what this process does, and
+this module keeps its contract (tensorflow-estimator's own tests drive it at
+`tensorflow_estimator.python.estimator.training._TrainingExecutor`):
+
+* no cluster (`run_local`): train once, with a saving listener that evaluates and exports
+  after every checkpoint but the first (the untrained model), at most once per
+  `EvalSpec.throttle_secs`, and evaluates the final checkpoint at the end if that was not
+  evaluated yet; returns (the last evaluation's metrics, its export results);
+* `chief` / `worker`: train (only the chief with `TrainSpec.saving_listeners`);
+* `master`: train as the chief, evaluating from a saving listener as locally;
+* `evaluator`: `evaluator.ContinuousEvaluation`, until training's last checkpoint;
+* `ps`: serve the training.
+On a cluster the call returns None (legacy: "undefined for distributed training mode").
+
+Training, evaluating and exporting are `estimator.train/evaluate/export_saved_model` and
+the exporters; this module knows nothing else about them. Servers are the engine's: legacy
+started a `tf.distribute.Server` here before training, whereas the strategy that
+`estimator.train` runs on a cluster (MultiWorkerMirroredStrategy, or ParameterServerStrategy
+whose workers and ps tasks serve inside `train()` until the chief is done) starts its own.
+So the executor only checks what legacy's server start checked (a cluster, a task type and
+id, a master address unless the cluster is this one trainer) with legacy's messages, and
+does not delay workers: legacy staggered the start of asynchronous workers' own training
+loops by (task id + 1) * 5 s; here a ps cluster's worker runs no loop of its own (the chief
+schedules its steps) and a synchronous worker waits for all others anyway.
 """
 
 from __future__ import annotations
 
-import collections
-import os
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import tensorflow as tf
 
-from tpu_estimator_compat.v1_state import eager_scope
+from tpu_estimator_compat.api import estimator as estimator_lib
 from tpu_estimator_compat.api import evaluator as evaluator_lib
+from tpu_estimator_compat.api import exporters as exporters_lib
+from tpu_estimator_compat.api import train_specs
+from tpu_estimator_compat.v1_state import eager_scope
 from tpu_estimator_compat import log as logging
 
+# The public names of legacy's `training` module, defined in their own modules.
+TrainSpec = train_specs.TrainSpec
+EvalSpec = train_specs.EvalSpec
+Exporter = exporters_lib.Exporter
+LatestExporter = exporters_lib.LatestExporter
+BestExporter = exporters_lib.BestExporter
 
-class TrainSpec(collections.namedtuple("TrainSpec", [
-        "input_fn", "max_steps", "hooks", "saving_listeners"])):
-    """Legacy `tf.estimator.TrainSpec`."""
-
-    def __new__(cls, input_fn: Callable[..., Any], max_steps: int | None = None,
-                hooks: Sequence[Any] | None = None,
-                saving_listeners: Sequence[Any] | None = None) -> "TrainSpec":
-        if not callable(input_fn):
-            raise TypeError(f"`input_fn` must be callable, given: {input_fn!r}.")
-        if max_steps is not None and max_steps <= 0:
-            raise ValueError(f"Must specify max_steps > 0, given: {max_steps}")
-        return super().__new__(cls, input_fn, max_steps, tuple(hooks or ()),
-                               tuple(saving_listeners or ()))
+_TRAINER_JOBS = ("chief", "master", "worker")
+_GLOBAL_STEP = "global_step"
 
 
-class EvalSpec(collections.namedtuple("EvalSpec", [
-        "input_fn", "steps", "name", "hooks", "exporters", "start_delay_secs",
-        "throttle_secs"])):
-    """Legacy `tf.estimator.EvalSpec`."""
+class StopAtSecsHook(tf.compat.v1.train.SessionRunHook):
+    """Requests a stop once `stop_after_secs` have passed since `begin`."""
 
-    def __new__(cls, input_fn: Callable[..., Any], steps: int | None = 100,
-                name: str | None = None, hooks: Sequence[Any] | None = None,
-                exporters: Any = None, start_delay_secs: int = 120,
-                throttle_secs: int = 600) -> "EvalSpec":
-        if not callable(input_fn):
-            raise TypeError(f"`input_fn` must be callable, given: {input_fn!r}.")
-        if steps is not None and steps <= 0:
-            raise ValueError(f"Must specify steps > 0, given: {steps}")
-        if throttle_secs < 0:
-            raise ValueError(f"Must specify throttle_secs >= 0, given: {throttle_secs}")
-        if exporters is None:
-            exporters = ()
-        elif not isinstance(exporters, (list, tuple)):
-            exporters = (exporters,)
-        names = [e.name for e in exporters]
-        if len(set(names)) != len(names):
-            raise ValueError(f"`exporters` must have unique names. Given names: {names}.")
-        return super().__new__(cls, input_fn, steps, name, tuple(hooks or ()),
-                               tuple(exporters), start_delay_secs, throttle_secs)
+    def __init__(self, stop_after_secs: float) -> None:
+        self._stop_after_secs = stop_after_secs
+        self._start_time: float | None = None
+
+    def begin(self) -> None:
+        self._start_time = time.time()
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        del run_values
+        if time.time() - self._start_time >= self._stop_after_secs:
+            run_context.request_stop()
 
 
-class Exporter:
-    """Legacy `tf.estimator.Exporter` interface."""
+class NewCheckpointListenerForEvaluate(tf.compat.v1.train.CheckpointSaverListener):
+    """Evaluates and exports after checkpoints while training, throttled (legacy's listener).
 
-    @property
-    def name(self) -> str:
-        raise NotImplementedError
+    `after_save` returning True stops training: when the `ContinuousEvalListener` says so.
+    """
 
-    def export(self, estimator: Any, export_path: str, checkpoint_path: str,
-               eval_result: dict[str, Any], is_the_final_export: bool) -> bytes | None:
-        raise NotImplementedError
+    def __init__(self, evaluator: evaluator_lib.Evaluator, eval_throttle_secs: float,
+                 continuous_eval_listener: evaluator_lib.ContinuousEvalListener) -> None:
+        self._evaluator = evaluator
+        self._eval_throttle_secs = eval_throttle_secs
+        self._continuous_eval_listener = continuous_eval_listener
+        self.eval_result: evaluator_lib.EvalResult | None = None
+        self.export_results: list[Any] | None = None
+        self._timer: Any = None
+        self._is_first_run = True
 
+    def begin(self) -> None:
+        self._timer = tf.compat.v1.train.SecondOrStepTimer(every_secs=self._eval_throttle_secs)
+        self._is_first_run = True
 
-class LatestExporter(Exporter):
-    """Exports every evaluated checkpoint, keeping the newest `exports_to_keep`."""
-
-    def __init__(self, name: str, serving_input_receiver_fn: Callable[[], Any],
-                 assets_extra: dict[str, str] | None = None, as_text: bool = False,
-                 exports_to_keep: int | None = 5) -> None:
-        if not name:
-            raise ValueError("`name` must be a non-empty string.")
-        self._name = name
-        self._receiver_fn = serving_input_receiver_fn
-        self._assets_extra = assets_extra
-        self._as_text = as_text
-        self._keep = exports_to_keep
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def export(self, estimator: Any, export_path: str, checkpoint_path: str,
-               eval_result: dict[str, Any], is_the_final_export: bool) -> bytes:
-        path = estimator.export_saved_model(export_path, self._receiver_fn,
-                                            assets_extra=self._assets_extra,
-                                            as_text=self._as_text,
-                                            checkpoint_path=checkpoint_path)
-        _garbage_collect(export_path, self._keep)
-        return path
-
-
-class BestExporter(LatestExporter):
-    """Exports only when the evaluation beats every earlier one (default: lower `loss`)."""
-
-    def __init__(self, name: str = "best_exporter",
-                 serving_input_receiver_fn: Callable[[], Any] | None = None,
-                 event_file_pattern: str = "eval/*.tfevents.*",
-                 compare_fn: Callable[[dict, dict], bool] | None = None,
-                 assets_extra: dict[str, str] | None = None, as_text: bool = False,
-                 exports_to_keep: int | None = 5) -> None:
-        if serving_input_receiver_fn is None:
-            raise ValueError("`serving_input_receiver_fn` must be given to BestExporter.")
-        super().__init__(name, serving_input_receiver_fn, assets_extra, as_text,
-                         exports_to_keep)
-        self._compare = compare_fn or _loss_smaller
-        self._best: dict[str, Any] | None = None
-        del event_file_pattern  # Legacy re-read past results from events; we keep them.
-
-    def export(self, estimator: Any, export_path: str, checkpoint_path: str,
-               eval_result: dict[str, Any], is_the_final_export: bool) -> bytes | None:
-        if self._best is not None and not self._compare(self._best, eval_result):
+    def after_save(self, session: Any, global_step_value: int) -> bool | None:
+        del session
+        if self._is_first_run:  # The first checkpoint is the untrained model.
+            self._is_first_run = False
             return None
-        self._best = dict(eval_result)
-        return super().export(estimator, export_path, checkpoint_path, eval_result,
-                              is_the_final_export)
-
-
-def _loss_smaller(best_eval_result: dict[str, Any], current_eval_result: dict[str, Any]) -> bool:
-    if "loss" not in best_eval_result or "loss" not in current_eval_result:
-        raise ValueError("best_eval_result and current_eval_result cannot be empty or no "
-                         "loss is found in it.")
-    return best_eval_result["loss"] > current_eval_result["loss"]
-
-
-def _garbage_collect(export_path: str, keep: int | None) -> None:
-    if not keep or not tf.io.gfile.exists(export_path):
-        return
-    stamps = sorted(d for d in tf.io.gfile.listdir(export_path) if d.strip("/").isdigit())
-    for stale in stamps[:-keep]:
-        tf.io.gfile.rmtree(os.path.join(export_path, stale))
-
-
-class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
-    """Evaluates and exports after checkpoints, throttled, as legacy's local executor did."""
-
-    def __init__(self, estimator: Any, eval_spec: EvalSpec, max_steps: int | None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._estimator = estimator
-        self._spec = eval_spec
-        self._max_steps = max_steps
-        self._clock = clock
-        self._first = True
-        self._last_eval_time: float | None = None
-        self._last_step: int | None = None
-        self.eval_result: dict[str, Any] | None = None
-        self.export_results: list[Any] = []
-
-    def after_save(self, session: Any, global_step_value: int) -> None:
-        if self._first:  # The first checkpoint is the untrained model.
-            self._first = False
-            return
-        now = self._clock()
-        if (self._last_eval_time is not None and
-                now - self._last_eval_time < self._spec.throttle_secs):
-            logging.legacy_info("Skip the current checkpoint eval due to throttle secs (%s secs).",
-                                self._spec.throttle_secs)
-            return
+        if not self._continuous_eval_listener.before_eval():
+            logging.legacy_info("Exiting training and evaluation loop, as requested by "
+                                "_ContinuousEvalListener.before_eval.")
+            return True
+        if not self._timer.should_trigger_for_step(global_step_value):
+            logging.legacy_info("Skip the current checkpoint eval due to throttle secs "
+                                "(%s secs).", self._eval_throttle_secs)
+            return None
         self._evaluate(global_step_value)
+        if not self._continuous_eval_listener.after_eval(self.eval_result):
+            logging.legacy_info("Exiting evaluation, as requested by "
+                                "_ContinuousEvalListener.after_eval.")
+            return True
+        return None
 
     def end(self, session: Any, global_step_value: int) -> None:
-        if self._last_step != global_step_value:
+        del session
+        if global_step_value == self._timer.last_triggered_step():
+            return  # The last checkpoint was evaluated already.
+        if self._continuous_eval_listener.before_eval():
             self._evaluate(global_step_value)
+            self._continuous_eval_listener.after_eval(self.eval_result)
 
-    def _evaluate(self, step: int) -> None:
-        checkpoint = self._estimator.latest_checkpoint()
-        self.eval_result = self._estimator.evaluate(
-            self._spec.input_fn, steps=self._spec.steps, checkpoint_path=checkpoint,
-            name=self._spec.name, hooks=self._spec.hooks)
-        self._last_eval_time = self._clock()
-        self._last_step = step
-        final = self._max_steps is not None and step >= self._max_steps
-        # Legacy's listener kept the last evaluation's exports only, not every one's.
-        self.export_results = evaluator_lib.run_exporters(
-            self._estimator, self._spec, checkpoint, self.eval_result, final)
+    def _evaluate(self, global_step_value: int) -> None:
+        self._timer.update_last_triggered_step(global_step_value)
+        self.eval_result, self.export_results = self._evaluator.evaluate_and_export()
+        if self.eval_result.status != evaluator_lib.EvalStatus.EVALUATED:
+            # Training always ends with a new checkpoint, so this cannot happen.
+            raise RuntimeError("There was no new checkpoint after the training. Eval status: "
+                               f"{self.eval_result.status}")
+
+
+class TrainingExecutor:
+    """Runs this task's part of `train_and_evaluate` (see the module docstring)."""
+
+    def __init__(self, estimator: Any, train_spec: TrainSpec, eval_spec: EvalSpec | None,
+                 train_hooks: Sequence[Any] | None = None,
+                 continuous_eval_listener: evaluator_lib.ContinuousEvalListener | None = None
+                 ) -> None:
+        if not isinstance(estimator, estimator_lib.Estimator):
+            raise TypeError("`estimator` must have type `tf.estimator.Estimator`. "
+                            f"Got: {type(estimator)}")
+        if not isinstance(train_spec, TrainSpec):
+            raise TypeError("`train_spec` must have type `tf.estimator.TrainSpec`. "
+                            f"Got: {type(train_spec)}")
+        if eval_spec and not isinstance(eval_spec, EvalSpec):
+            raise TypeError("`eval_spec` must be either `None` or have type "
+                            f"`tf.estimator.EvalSpec`. Got: {type(eval_spec)}")
+        if continuous_eval_listener and not isinstance(
+                continuous_eval_listener, evaluator_lib.ContinuousEvalListener):
+            raise TypeError("`continuous_eval_listener` must have type "
+                            "`_ContinuousEvalListener`.")
+        self._estimator = estimator
+        self._train_spec = train_spec
+        self._eval_spec = eval_spec
+        self._train_hooks = train_specs.validate_hooks(train_hooks)
+        self._continuous_eval_listener = (continuous_eval_listener
+                                          or evaluator_lib.ContinuousEvalListener())
+
+    @property
+    def estimator(self) -> Any:
+        return self._estimator
+
+    def run(self) -> tuple[dict[str, Any] | None, list[Any] | None] | None:
+        """Runs `run_<task type>` (`run_local` without a cluster); see the module doc."""
+        config = self._estimator.config
+        if not config.cluster_spec and config.task_type != "evaluator":
+            logging.legacy_info("Running training and evaluation locally (non-distributed).")
+            return self.run_local()
+        if not config.task_type:
+            raise ValueError("`estimator.config` must have task_type set. This usually means "
+                             "TF_CONFIG environment is not set correctly.")
+        if config.task_type == "local":
+            raise ValueError(
+                "`task.type` in TF_CONFIG cannot be `local`. Leaving `cluster` and `task` "
+                "properties in TF_CONFIG absent triggers train and evaluate `Estimator` "
+                "locally (non-distributed).")
+        tasks = [name for name in dir(self) if name.startswith("run_") and name != "run_local"
+                 and callable(getattr(self, name))]
+        if f"run_{config.task_type}" not in tasks:
+            raise ValueError(f"Task type {config.task_type} is not supported. Supported task "
+                             f"types are {[name[len('run_'):] for name in tasks]}")
+        getattr(self, f"run_{config.task_type}")()
+        return None
+
+    def run_chief(self) -> None:
+        """Trains, with the saving listeners (only the chief saves checkpoints)."""
+        self._train_on_cluster(saving_listeners=self._train_spec.saving_listeners)
+
+    def run_worker(self) -> None:
+        """Trains with the chief."""
+        self._train_on_cluster()
+
+    def run_master(self) -> None:
+        """Trains as the chief and evaluates after its checkpoints, as `run_local` does."""
+        train_specs.assert_eval_spec(self._eval_spec)
+        config = self._estimator.config
+        _check_cluster(config)
+        if _training_tasks(config.cluster_spec) > 1:
+            # With ps tasks training runs in ParameterServerStrategy's scope, where the
+            # evaluation's own strategy cannot be entered; without them the other workers
+            # would wait in the collectives of an evaluation they do not run.
+            raise NotImplementedError(
+                "train_and_evaluate on a `master` task of a cluster with other tasks "
+                "(legacy's run_master: train, and evaluate after each checkpoint in the same "
+                "process) is not supported. Rename the job `master` to `chief` in TF_CONFIG "
+                "and evaluate in an `evaluator` task, or call estimator.train() and then "
+                "estimator.evaluate() (both work on a master task).")
+        listener = NewCheckpointListenerForEvaluate(
+            evaluator_lib.Evaluator(self._estimator, self._eval_spec,
+                                    self._train_spec.max_steps),
+            self._eval_spec.throttle_secs, evaluator_lib.ContinuousEvalListener())
+        self._train_on_cluster(
+            saving_listeners=tuple(self._train_spec.saving_listeners) + (listener,))
+
+    def run_evaluator(self) -> None:
+        """Evaluates each new checkpoint until training's last (`ContinuousEvaluation`)."""
+        evaluator_lib.ContinuousEvaluation(self._estimator, self._eval_spec,
+                                           self._train_spec.max_steps,
+                                           self._continuous_eval_listener).run()
+
+    def run_ps(self) -> None:
+        """Serves the training: the engine's `train()` serves on a ps task until it ends."""
+        _check_cluster(self._estimator.config)
+        # No hooks or listeners: a ps task runs no training step of its own.
+        self._estimator.train(input_fn=self._train_spec.input_fn,
+                              max_steps=self._train_spec.max_steps)
+
+    def run_local(self) -> tuple[dict[str, Any] | None, list[Any] | None]:
+        """Trains once, evaluating after checkpoints; (last metrics, last export results)."""
+        train_specs.assert_eval_spec(self._eval_spec)
+        config = self._estimator.config
+        logging.legacy_info(
+            "Start train and evaluate loop. The evaluate will happen after every checkpoint. "
+            "Checkpoint frequency is determined based on RunConfig arguments: "
+            "save_checkpoints_steps %s or save_checkpoints_secs %s.",
+            config.save_checkpoints_steps, config.save_checkpoints_secs)
+        listener = NewCheckpointListenerForEvaluate(
+            evaluator_lib.Evaluator(self._estimator, self._eval_spec,
+                                    self._train_spec.max_steps),
+            self._eval_spec.throttle_secs, self._continuous_eval_listener)
+        self._estimator.train(
+            input_fn=self._train_spec.input_fn, max_steps=self._train_spec.max_steps,
+            hooks=list(self._train_spec.hooks) + list(self._train_hooks),
+            saving_listeners=tuple(self._train_spec.saving_listeners) + (listener,))
+        result = listener.eval_result or evaluator_lib.EvalResult(
+            evaluator_lib.EvalStatus.MISSING_CHECKPOINT)
+        return result.metrics, listener.export_results
+
+    def _train_on_cluster(self, saving_listeners: Sequence[Any] | None = None) -> None:
+        _check_cluster(self._estimator.config)
+        self._estimator.train(
+            input_fn=self._train_spec.input_fn, max_steps=self._train_spec.max_steps,
+            hooks=list(self._train_spec.hooks) + list(self._train_hooks),
+            saving_listeners=saving_listeners)
+
+
+def _training_tasks(cluster_spec: tf.train.ClusterSpec) -> int:
+    return sum(len(cluster_spec.job_tasks(job)) for job in cluster_spec.jobs
+               if job != "evaluator")
+
+
+def _check_cluster(config: Any) -> None:
+    """What this task's server needs, checked as legacy did before starting one."""
+    if not config.cluster_spec or not config.task_type or config.task_id is None:
+        raise RuntimeError("Could not start server; be sure to specify cluster_spec, "
+                           "task_type, and task in RunConfig or set the TF_CONFIG environment "
+                           "variable.")
+    if config.master:
+        return
+    jobs = config.cluster_spec.jobs
+    if (len(jobs) == 1 and len(config.cluster_spec.job_tasks(jobs[0])) == 1
+            and config.task_type in _TRAINER_JOBS):
+        return  # A cluster of this one trainer: no server, as legacy.
+    raise RuntimeError("Could not start server; be sure to specify master in RunConfig or "
+                       "set the TF_CONFIG environment variable.")
 
 
 @eager_scope.eager_entry_point
 def train_and_evaluate(estimator: Any, train_spec: TrainSpec,
-                       eval_spec: EvalSpec) -> tuple[dict[str, Any] | None, list[Any]] | None:
+                       eval_spec: EvalSpec) -> tuple[dict[str, Any] | None, Any] | None:
     """Trains and evaluates as this task's role says; see the module docstring.
 
-    Returns (last eval result, export results) on one machine, None on a cluster (legacy:
-    "the return value is undefined for distributed training mode").
+    Returns (the last evaluation's metrics, its export results) on one machine, None on a
+    cluster.
     """
-    if not isinstance(train_spec, TrainSpec):
-        raise TypeError(f"`train_spec` must have type `TrainSpec`. Got: {type(train_spec)}")
-    if not isinstance(eval_spec, EvalSpec):
-        raise TypeError(f"`eval_spec` must have type `EvalSpec`. Got: {type(eval_spec)}")
+    train_specs.assert_eval_spec(eval_spec)  # Fail fast, before anything is built.
+    executor = TrainingExecutor(estimator=estimator, train_spec=train_spec,
+                                eval_spec=eval_spec)
     config = estimator.config
     if config.task_type == "evaluator" and config.task_id > 0:
         raise ValueError(
             "For distributed training, there can only be one `evaluator` task (with task id "
             f"0).  Given task id {config.task_id}")
-    if not config.cluster_spec and config.task_type != "evaluator":
-        logging.legacy_info("Running training and evaluation locally (non-distributed).")
-        return _run_local(estimator, train_spec, eval_spec)
-    role = config.task_type
-    logging.info("Running train_and_evaluate as task %s/%s of a cluster.", role, config.task_id)
-    if role == "evaluator":
-        evaluator_lib.ContinuousEvaluation(estimator, eval_spec, train_spec.max_steps).run()
-        return None
-    if role == "master":
-        # Legacy's run_master evaluated inside training, from a saving listener. With ps tasks
-        # training runs in ParameterServerStrategy's scope, where the evaluation's own
-        # strategy cannot be entered; without them the other workers would wait in the
-        # collectives of an evaluation they do not run.
-        raise NotImplementedError(
-            "train_and_evaluate on a `master` task (legacy's run_master: train, and evaluate "
-            "after each checkpoint in the same process) is not supported. Rename the job "
-            "`master` to `chief` in TF_CONFIG and evaluate in an `evaluator` task, or call "
-            "estimator.train() and then estimator.evaluate() (both work on a master task).")
-    if role not in ("chief", "worker", "ps"):
-        raise ValueError(f"Task type {role} is not supported. Supported task types are "
-                         "['chief', 'evaluator', 'master', 'ps', 'worker']")
-    # A ps task (and a worker of a cluster with ps tasks) serves inside train() until the
-    # chief has finished. Legacy delayed each async worker's start by (task_id + 1) * 5 s;
-    # workers here either run synchronously (all wait for each other anyway) or are driven by
-    # the chief, so none is delayed.
-    estimator.train(train_spec.input_fn, max_steps=train_spec.max_steps,
-                    hooks=list(train_spec.hooks),
-                    saving_listeners=list(train_spec.saving_listeners)
-                    if config.is_chief else None)
-    return None
-
-
-def _run_local(estimator: Any, train_spec: TrainSpec,
-               eval_spec: EvalSpec) -> tuple[dict[str, Any] | None, list[Any]]:
-    config = estimator.config
-    logging.legacy_info("Start train and evaluate loop. The evaluate will happen after every "
-                        "checkpoint. Checkpoint frequency is determined based on RunConfig "
-                        "arguments: save_checkpoints_steps %s or save_checkpoints_secs %s.",
-                        config.save_checkpoints_steps, config.save_checkpoints_secs)
-    listener = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps)
-    estimator.train(train_spec.input_fn, max_steps=train_spec.max_steps,
-                    hooks=list(train_spec.hooks),
-                    saving_listeners=list(train_spec.saving_listeners) + [listener])
-    if listener.eval_result is None:
-        listener.end(None, int(estimator.get_variable_value("global_step")))
-    return listener.eval_result, listener.export_results
+    return executor.run()

@@ -404,6 +404,8 @@ PRIVATE_HELPER_NAMES = {
 # {name: "library module:attribute"} (`import_hook.py` imports the module on first use). Legacy's
 # own tests and real code reach them (`training._TrainingExecutor`,
 # `estimator._write_dict_to_summary`); each is this library's code with legacy's contract.
+_TRAINING = "tpu_estimator_compat.api.train_and_eval"
+_EVALUATOR = "tpu_estimator_compat.api.evaluator"
 PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
     "tpu.util": {
         "parse_iterations_per_loop": "tpu_estimator_compat.tpu_config:parse_iterations_per_loop",
@@ -428,6 +430,14 @@ PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
     "tpu._tpu_estimator_embedding": {
         "get_configs_from_feature_columns":
             "tpu_estimator_compat.embedding.config:configs_from_feature_columns",
+    },
+    "training": {
+        "_TrainingExecutor": f"{_TRAINING}:TrainingExecutor",
+        "_StopAtSecsHook": f"{_TRAINING}:StopAtSecsHook",
+        "_NewCheckpointListenerForEvaluate": f"{_TRAINING}:NewCheckpointListenerForEvaluate",
+        "_ContinuousEvalListener": f"{_EVALUATOR}:ContinuousEvalListener",
+        "_EvalResult": f"{_EVALUATOR}:EvalResult",
+        "_EvalStatus": f"{_EVALUATOR}:EvalStatus",
     },
 }
 

@@ -143,9 +143,10 @@ def _contrib() -> Any:
 
 
 def _namespace(name: str, display: str, sources: Sequence[Callable[[], Any]],
-               members: dict[str, Any] | None = None, hint: str = "") -> namespaces.AliasNamespace:
+               members: dict[str, Any] | None = None, hint: str = "",
+               homes: dict[str, tuple[str, str]] | None = None) -> namespaces.AliasNamespace:
     return namespaces.AliasNamespace(name, display, f"Legacy module `{display}`.", members=members,
-                                  sources=sources, hint=hint)
+                                  sources=sources, hint=hint, homes=homes)
 
 
 def _estimator_sources() -> list[Callable[[], Any]]:
@@ -172,9 +173,11 @@ def _estimator_sources() -> list[Callable[[], Any]]:
 def _build_private_estimator(name: str, relative: str,
                              display: str | None = None) -> types.ModuleType:
     display = display or name.replace(_TF_PRIVATE_ESTIMATOR, _TFE_PRIVATE)
+    homes = {attr: tuple(where.split(":"))
+             for attr, where in estimator_map.PRIVATE_LIBRARY_NAMES.get(relative, {}).items()}
     return _namespace(name, display, _estimator_sources(),
                       members=_private_members(relative),
-                      hint=estimator_names.ESTIMATOR_HINT)
+                      hint=estimator_names.ESTIMATOR_HINT, homes=homes)
 
 
 def _build_tensorflow_estimator(name: str) -> types.ModuleType:

@@ -15,6 +15,7 @@ no namespace's contents: those are `estimator_names.py`'s and `contrib_names.py`
 
 from __future__ import annotations
 
+import importlib
 import threading
 import types
 from typing import Any, Callable, Iterable, Mapping
@@ -74,7 +75,8 @@ class AliasNamespace(types.ModuleType):
                  members: Mapping[str, Any] | None = None,
                  sources: Iterable[Callable[[], Any]] = (),
                  hint: str = "", lazy: Mapping[str, Callable[[], Any]] | None = None,
-                 hints: Mapping[str, str] | None = None) -> None:
+                 hints: Mapping[str, str] | None = None,
+                 homes: Mapping[str, tuple[str, str]] | None = None) -> None:
         super().__init__(name, doc)
         self.__dict__.update(members or {})
         self.__dict__["_alias_display_name"] = display_name
@@ -85,6 +87,17 @@ class AliasNamespace(types.ModuleType):
         # Members whose value is loaded on first access (another package's objects, which
         # importing this library must not import), then kept like any member.
         self.__dict__["_alias_lazy"] = dict(lazy or {})
+        # Members that are another module's attribute ({name: (module, attribute)}): assigning
+        # one here assigns it there too, so the code of that module sees what was assigned
+        # (`mock.patch.object(training, "_TrainingExecutor")` reaches `train_and_evaluate`,
+        # as on legacy, where both were one module's).
+        self.__dict__["_alias_homes"] = dict(homes or {})
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        home = self.__dict__["_alias_homes"].get(attr)
+        if home is not None:
+            setattr(importlib.import_module(home[0]), home[1], value)
+        super().__setattr__(attr, value)
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_"):
