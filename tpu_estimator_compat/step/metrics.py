@@ -470,6 +470,11 @@ def _split_metric_ops(metric_ops: Any, graph: tf.Graph | None) -> tuple[dict, di
     _check_reserved_names(metric_ops)
     value_ops, update_ops, keras_variables = {}, {}, []
     for key, value in metric_ops.items():
+        # EstimatorSpec turned a Metric into legacy's `(result, update)` pair; the Metric
+        # itself is read again here, after this step's update (on several replicas, after
+        # every replica's: its merge_call sums the replicas' accumulators).
+        if spec_lib.keras_metric_of(value) is not None:
+            value = spec_lib.keras_metric_of(value)
         if _is_keras_metric(value):
             # In the host graph `updates` is read while it is the default one (tf-keras
             # checks graph consistency); in a traced step the list it keeps (the public
