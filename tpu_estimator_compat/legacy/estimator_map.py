@@ -394,6 +394,8 @@ PRIVATE_HELPER_NAMES = {
 # own tests and real code reach them (`training._TrainingExecutor`,
 # `estimator._write_dict_to_summary`); each is this library's code with legacy's contract.
 PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
+    # TPUEstimator's RunConfig; the `run_config` module's is `tf.estimator.RunConfig`.
+    "tpu.tpu_config": {"RunConfig": "tpu_estimator_compat.config:RunConfig"},
 }
 
 

@@ -470,9 +470,7 @@ def _split_metric_ops(metric_ops: Any, graph: tf.Graph | None) -> tuple[dict, di
     _check_reserved_names(metric_ops)
     value_ops, update_ops, keras_variables = {}, {}, []
     for key, value in metric_ops.items():
-        # EstimatorSpec turned a Metric into legacy's `(result, update)` pair; the Metric
-        # itself is read again here, after this step's update (on several replicas, after
-        # every replica's: its merge_call sums the replicas' accumulators).
+        # A Metric EstimatorSpec paired: read again after every replica's update (merge_call).
         if spec_lib.keras_metric_of(value) is not None:
             value = spec_lib.keras_metric_of(value)
         if _is_keras_metric(value):
