@@ -169,9 +169,9 @@ def _validate_export_outputs(export_outputs: Any, predictions: Any, mode: str) -
         # Duck-typed: TensorFlow's ExportOutput classes (the heads') and this library's.
         if not callable(getattr(value, "as_signature_def", None)):
             raise TypeError(
-                    "Values in export_outputs must be ExportOutput objects. Given: {!r} for "
-                    "key {!r}. Wrap tensors in an ExportOutput such as PredictOutput."
-                    .format(value, key))
+                    "Values in export_outputs must be ExportOutput objects. Given: {!r} of "
+                    "type {} for key {!r}. Wrap tensors in an ExportOutput such as "
+                    "PredictOutput.".format(value, type(value).__name__, key))
     default_key = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
     if len(export_outputs) == 1:  # Legacy added the default key to the dict it was given.
         (value,) = export_outputs.values()
