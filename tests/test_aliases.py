@@ -83,7 +83,10 @@ def test_estimator_names_are_the_library(root):
     assert sys.modules["tensorflow.compat.v1.estimator.tpu"] is est.tpu
     assert est.tpu.TPUEstimator is estimator_lib.TPUEstimator
     assert est.tpu.TPUEstimatorSpec is tpu_estimator_compat.TPUEstimatorSpec
-    assert est.tpu.RunConfig is est.RunConfig is tpu_estimator_compat.RunConfig
+    # Legacy's two classes: TPUEstimator's RunConfig derives from Estimator's.
+    assert est.tpu.RunConfig is tpu_estimator_compat.RunConfig
+    assert est.RunConfig is tpu_estimator_compat.config.EstimatorRunConfig
+    assert issubclass(est.tpu.RunConfig, est.RunConfig)
     assert est.tpu.TPUConfig is tpu_estimator_compat.TPUConfig
     assert est.tpu.InputPipelineConfig is tpu_estimator_compat.InputPipelineConfig
     assert est.ModeKeys.PREDICT == "infer"

@@ -75,7 +75,9 @@ def test_engine_paths_are_ours_and_model_modules_the_package_s():
     assert served["estimator"].Estimator is estimator_lib.Estimator
     assert served["estimator"].EstimatorV2 is estimator_lib.Estimator
     assert served["model_fn"].EstimatorSpec is tpu_estimator_compat.EstimatorSpec
-    assert served["run_config"].RunConfig is tpu_estimator_compat.RunConfig
+    assert served["run_config"].RunConfig is tpu_estimator_compat.config.EstimatorRunConfig
+    assert importlib.import_module(f"{_TFE}.tpu.tpu_config").RunConfig is (
+        tpu_estimator_compat.RunConfig)
     assert served["training"].train_and_evaluate is tf.estimator.train_and_evaluate
     assert served["tpu.tpu_estimator"].TPUEstimator is tpu_estimator_compat.TPUEstimator
     assert served["estimator"]._load_global_step_from_checkpoint_dir("/nonexistent") == 0

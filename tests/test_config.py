@@ -93,6 +93,7 @@ def test_iterations_per_loop_invalid(value):
     assert str(e.value).startswith(
             "Invalid TPUConfig `iterations_per_loop` value: {!r}.".format(value))
     assert "`3600s`, `60m`, `1h`" in str(e.value)
+    assert "Value must be positive" in str(e.value)  # Legacy's words, which its tests match.
 
 
 def test_num_shards_validation():
@@ -117,7 +118,7 @@ def test_num_cores_per_replica_rejected(cores):
     with pytest.raises(ValueError) as e:
         TPUConfig(num_cores_per_replica=cores)
     assert str(e.value) == (
-            "`num_cores_per_replica` must be 1, 2, 4, 8, 16, 32, 64, 128; got {!r}."
+            "num_cores_per_replica must be 1, 2, 4, 8, 16, 32, 64, 128; got {!r}."
             .format(cores))
 
 
@@ -248,37 +249,37 @@ def test_save_checkpoint_defaults_and_conflict():
 
 @pytest.mark.parametrize("kwargs,message", [
         ({"save_summary_steps": -1},
-         "`save_summary_steps` should be >= 0, got -1. Use 0 to disable summaries."),
+         "save_summary_steps should be >= 0, got -1. Use 0 to disable summaries."),
         ({"save_checkpoints_steps": -5},
-         "`save_checkpoints_steps` should be >= 0, got -5. "
+         "save_checkpoints_steps should be >= 0, got -5. "
          "Use None to disable step-based checkpoints."),
         ({"save_checkpoints_secs": -5},
-         "`save_checkpoints_secs` should be >= 0, got -5. "
+         "save_checkpoints_secs should be >= 0, got -5. "
          "Use None to disable time-based checkpoints."),
         ({"keep_checkpoint_max": -1},
-         "`keep_checkpoint_max` should be >= 0, got -1. Use 0 or None to keep every "
+         "keep_checkpoint_max should be >= 0, got -1. Use 0 or None to keep every "
          "checkpoint."),
         ({"keep_checkpoint_every_n_hours": 0},
-         "`keep_checkpoint_every_n_hours` should be > 0, got 0. Use a positive number of "
+         "keep_checkpoint_every_n_hours should be > 0, got 0. Use a positive number of "
          "hours (the default 10000 disables the feature)."),
         ({"log_step_count_steps": 0},
-         "`log_step_count_steps` should be > 0, got 0. Use a positive step count."),
+         "log_step_count_steps should be > 0, got 0. Use a positive step count."),
         ({"session_creation_timeout_secs": 0},
-         "`session_creation_timeout_secs` should be > 0, got 0. "
+         "session_creation_timeout_secs should be > 0, got 0. "
          "Use a positive number of seconds."),
         ({"session_config": {"allow_soft_placement": True}},
-         "`session_config` must be instance of ConfigProto, got {'allow_soft_placement': "
+         "session_config must be instance of ConfigProto, got {'allow_soft_placement': "
          "True}. Pass a tf.compat.v1.ConfigProto or None."),
         ({"tf_random_seed": 1.5},
-         "`tf_random_seed` must be integer, got 1.5. Pass an int seed or None."),
+         "tf_random_seed must be integer, got 1.5. Pass an int seed or None."),
         ({"experimental_max_worker_delay_secs": 2.5},
-         "`experimental_max_worker_delay_secs` must be an integer if set, got 2.5. "
+         "experimental_max_worker_delay_secs must be an integer if set, got 2.5. "
          "Pass an int number of seconds or None."),
         ({"protocol": "http"},
-         "`protocol` should be grpc or grpc+verbs, got 'http'. "
+         "protocol should be grpc or grpc+verbs, got 'http'. "
          "Pass 'grpc', 'grpc+verbs' or None."),
         ({"tpu_config": {"iterations_per_loop": 2}},
-         "`tpu_config` must be a TPUConfig, got {'iterations_per_loop': 2}. "
+         "tpu_config must be a TPUConfig, got {'iterations_per_loop': 2}. "
          "Pass tpu_estimator_compat.config.TPUConfig(...) or None."),
 ])
 def test_run_config_value_errors(kwargs, message):
@@ -290,7 +291,7 @@ def test_run_config_value_errors(kwargs, message):
 def test_run_config_type_error_for_non_numbers():
     with pytest.raises(TypeError) as e:
         RunConfig(save_summary_steps="10")
-    assert str(e.value) == ("`save_summary_steps` must be a number, got str ('10'). "
+    assert str(e.value) == ("save_summary_steps must be a number, got str ('10'). "
                             "Use 0 to disable summaries.")
 
 
@@ -302,8 +303,8 @@ def test_device_fn_must_take_op():
     with pytest.raises(ValueError) as e:
         RunConfig(device_fn=lambda op, extra: "")
     assert str(e.value).startswith(
-            '`device_fn` must be callable with exactly one argument "op", got <function')
-    with pytest.raises(ValueError, match='^`device_fn` must be callable'):
+            'device_fn must be callable with exactly one argument "op", got <function')
+    with pytest.raises(ValueError, match='^device_fn must be callable'):
         RunConfig(device_fn="cpu")
 
 
@@ -312,7 +313,7 @@ def test_model_dir_handling(tmp_path):
     assert RunConfig(model_dir="~/m").model_dir == "~/m"  # Legacy did not expand `~`.
     with pytest.raises(ValueError) as e:
         RunConfig(model_dir="")
-    assert str(e.value) == "`model_dir` should be non-empty, got ''. Pass a path or None."
+    assert str(e.value) == "model_dir should be non-empty, got ''. Pass a path or None."
 
 
 def test_session_config_accepted():
@@ -360,7 +361,7 @@ def test_replace_unknown_or_fixed_keys():
 
 
 def test_replace_validates():
-    with pytest.raises(ValueError, match=r"^`log_step_count_steps` should be > 0, got -3\."):
+    with pytest.raises(ValueError, match=r"^log_step_count_steps should be > 0, got -3\."):
         RunConfig().replace(log_step_count_steps=-3)
 
 
@@ -506,6 +507,10 @@ def test_tf_config_local_mode_session_master_and_model_dir(monkeypatch):
         ({"cluster": {"chief": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}},
          ValueError,
          "The \"cluster\" in TF_CONFIG must have only one \"chief\" node, got ['a:1', 'b:1']."),
+        ({"cluster": {"worker": ["a:1", "b:1"]}}, ValueError,
+         "If \"cluster\" is set in TF_CONFIG, it must have one \"chief\" node. Got jobs "
+         "['worker']; add a \"chief\" job, or, for a cluster of workers only, this task's "
+         "\"task\": {\"type\": \"worker\", \"index\": ...}."),
         ({"cluster": {"chief": ["a:1"]}, "task": {"index": 0}}, ValueError,
          "If \"cluster\" is set in TF_CONFIG, task type must be set: add "
          "\"task\": {\"type\": ..., \"index\": ...}."),
@@ -663,7 +668,7 @@ def test_peer_timeout_from_argument_environment_or_engine_default(monkeypatch):
                                          r"seconds, got 'soon'\. Set e\.g\."):
         cfg.RunConfig()
     monkeypatch.delenv(cfg.PEER_TIMEOUT_ENV)
-    with pytest.raises(ValueError, match=r"^`peer_timeout_secs` should be > 0, got 0\. Use a "
+    with pytest.raises(ValueError, match=r"^peer_timeout_secs should be > 0, got 0\. Use a "
                                          r"positive number of seconds"):
         cfg.RunConfig(peer_timeout_secs=0)
 
@@ -695,3 +700,52 @@ def test_legacy_config_str_is_legacys_using_config_line():
     config = RunConfig(model_dir="/tmp/model", save_checkpoints_steps=3, log_step_count_steps=2,
                        tpu_config=TPUConfig(iterations_per_loop=2))
     assert cfg.legacy_config_str(config) == LEGACY_CONFIG_LINE
+
+
+@pytest.mark.parametrize("task,filters", [
+        ({"type": "chief", "index": 0}, ["/job:ps", "/job:chief"]),
+        ({"type": "worker", "index": 1}, ["/job:ps", "/job:worker/task:1"]),
+        ({"type": "ps", "index": 0}, ["/job:ps", "/job:worker", "/job:chief", "/job:master"]),
+        ({"type": "evaluator", "index": 0}, None),
+])
+def test_distributed_tf_config_sets_legacys_device_filters(monkeypatch, task, filters):
+    """Legacy's between-graph default: a task sees only the parameter servers and itself."""
+    _set_tf_config(monkeypatch, {"cluster": {"chief": ["a:1"], "ps": ["b:1"],
+                                             "worker": ["c:1", "d:1"]}, "task": task})
+    assert RunConfig().session_config is None  # TPUEstimator's ran in-graph: no filters.
+    session_config = cfg.EstimatorRunConfig().session_config
+    if filters is None:
+        assert session_config is None
+        return
+    assert list(session_config.device_filters) == filters
+    assert session_config.allow_soft_placement
+    assert session_config.graph_options.rewrite_options.meta_optimizer_iterations == 1
+    given = tf.compat.v1.ConfigProto(log_device_placement=True)
+    assert cfg.EstimatorRunConfig(session_config=given).session_config is given
+    strategy = tf.distribute.get_strategy()  # A strategy sets its own (legacy's branch).
+    assert cfg.EstimatorRunConfig(train_distribute=strategy).session_config is None
+
+
+@pytest.mark.parametrize("tf_config,master", [
+        ({"session_master": "_m"}, "_m"),
+        ({"cluster": {"chief": ["h0:0"], "ps": ["h1:1"], "worker": ["h2:2"]},
+          "task": {"type": "worker", "index": 0}}, "grpc://h2:2"),
+])
+def test_evaluation_master_estimator_keeps_tf_configs_tpu_falls_back(monkeypatch, tf_config,
+                                                                      master):
+    """Legacy: `tf.estimator.RunConfig` kept TF_CONFIG's evaluation master (''), its TPU
+    subclass used `master` for a user without a cluster manager."""
+    _set_tf_config(monkeypatch, tf_config)
+    estimator_config, tpu_config = cfg.EstimatorRunConfig(), RunConfig()
+    assert (estimator_config.master, estimator_config.evaluation_master) == (master, "")
+    assert (tpu_config.master, tpu_config.evaluation_master) == (master, master)
+    assert isinstance(tpu_config, cfg.EstimatorRunConfig)
+    assert type(tpu_config.replace(save_summary_steps=3)) is RunConfig
+
+
+def test_tf2_parameter_server_strategy_is_refused_as_legacy():
+    pss = tf.distribute.experimental.ParameterServerStrategy
+    for name in ("train_distribute", "eval_distribute"):
+        with pytest.raises(ValueError, match=r"^Please use `tf\.compat\.v1\.distribute\."
+                                             r"experimental\.ParameterServerStrategy` .*`" + name):
+            RunConfig(**{name: pss.__new__(pss)})

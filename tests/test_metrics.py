@@ -740,3 +740,28 @@ def test_metric_fn_branching_on_a_static_batch_axis_gets_legacys(tmp_path):
         # v1 `metrics.mean` weighs every row once; `rows` is one value per step.
         np.testing.assert_allclose(results["positives"], expected[:rows].mean(), rtol=1e-6)
         np.testing.assert_allclose(results["rows"], np.mean(steps), rtol=1e-6)
+
+
+@pytest.mark.parametrize("strategy_name", ["default", "mirrored8"])
+def test_spec_paired_keras_metric_is_read_after_every_replicas_update(strategy_name):
+    """A Metric in EstimatorSpec.eval_metric_ops (made legacy's pair by the spec) evaluated
+    in the step: on several replicas the value counts every replica's rows once."""
+    strategy = make_strategy(strategy_name)
+    with strategy.scope():
+        metric = tf.keras.metrics.Mean()
+
+    @tf.function
+    def step(values):
+        def replica_fn(v):
+            metric.update_state(v)
+            spec = EstimatorSpec("eval", loss=tf.constant(0.0), eval_metric_ops={"m": metric})
+            return metrics_lib.values_after_update(
+                spec.eval_metric_ops,
+                across_replicas=tf.distribute.get_replica_context().num_replicas_in_sync > 1)
+        return strategy.run(replica_fn, args=(values,))
+
+    rows = strategy.experimental_distribute_values_from_function(
+        lambda ctx: tf.constant([1.0, 2.0]) * (ctx.replica_id_in_sync_group + 1.0))
+    result = strategy.experimental_local_results(step(rows))[0]["m"].numpy()
+    replicas = strategy.num_replicas_in_sync  # Replica k adds [k, 2k], k = 1..replicas.
+    assert result == pytest.approx(0.75 * (replicas + 1))

@@ -237,7 +237,7 @@ def test_variable_missing_from_checkpoint_fails_and_leaves_no_temp_dir(checkpoin
 
 @pytest.mark.parametrize("export_outputs,error,match", [
     ({"serving_default": "not an output"}, TypeError,
-     "received 'not an output' of type str for key 'serving_default'.*PredictOutput"),
+     "Given: 'not an output' of type str for key 'serving_default'.*PredictOutput"),
     ({"serving_default": {"logits": 1}}, TypeError, "must be ExportOutput objects"),
     ("multi", ValueError, "none of them is specified as the default"),
 ])

@@ -87,7 +87,7 @@ def test_missing_required_fields():
 def test_loss_validation():
     with pytest.raises(TypeError) as e:
         EstimatorSpec(EVAL, loss=1.0)
-    assert str(e.value) == "loss must be Tensor, given: 1.0."
+    assert str(e.value).startswith("loss must be Tensor, given: 1.0.")
     with pytest.raises(ValueError, match=r"^Loss must be scalar, given: .* with shape \(2,\)\. "
                                          r"Reduce `loss` with tf\.reduce_mean"):
         EstimatorSpec(EVAL, loss=tf.constant([1.0, 2.0]))
@@ -135,7 +135,10 @@ def test_predictions_validation():
     assert EstimatorSpec(PREDICT, predictions={"a": t}).predictions == {"a": t}
     with pytest.raises(TypeError) as e:
         EstimatorSpec(PREDICT, predictions={"a": t, "b": [1, 2]})
-    assert str(e.value) == "predictions[b] must be Tensor, given: [1, 2]."
+    assert str(e.value).startswith("predictions[b] must be Tensor, given: [1, 2].")
+    sparse = tf.sparse.SparseTensor(indices=[[0]], values=[0.], dense_shape=[1])
+    with pytest.raises(TypeError, match=r"^predictions\[s\] must be Tensor, .*to_dense"):
+        EstimatorSpec(PREDICT, predictions={"s": sparse})
     with pytest.raises(TypeError, match=r"^predictions must be Tensor or dict of Tensors, "
                                         r"given: 3\."):
         EstimatorSpec(PREDICT, predictions=3)
@@ -152,12 +155,31 @@ def test_export_outputs_validation():
     assert EstimatorSpec(PREDICT, predictions=t, export_outputs=out).export_outputs is out
     with pytest.raises(TypeError) as e:
         EstimatorSpec(PREDICT, predictions=t, export_outputs=[_ExportOutput()])
-    assert str(e.value).startswith("`export_outputs` must be dict, received: [")
-    with pytest.raises(TypeError, match=r"^Values in `export_outputs` must be ExportOutput "
-                                        r"objects, received: .* for key 'x'"):
+    assert str(e.value).startswith("export_outputs must be dict, given: [")
+    with pytest.raises(TypeError, match=r"^Values in export_outputs must be ExportOutput "
+                                        r"objects\. Given: .* for key 'x'"):
         EstimatorSpec(PREDICT, predictions=t, export_outputs={"x": t})
     # Like legacy, other modes pass export_outputs through unchecked.
     assert EstimatorSpec(EVAL, loss=_loss(), export_outputs=[1]).export_outputs == [1]
+
+
+def test_export_outputs_defaults_as_legacy():
+    """Legacy `get_export_outputs`: a default PredictOutput, a lone output also named the
+    default signature, several only with one named the default."""
+    t = tf.constant([1.0])
+    for predictions in (t, {"p": t}):
+        outputs = EstimatorSpec(PREDICT, predictions=predictions).export_outputs
+        assert list(outputs) == ["serving_default"]
+        expected = predictions if isinstance(predictions, dict) else {"output": t}
+        assert outputs["serving_default"].outputs == expected
+    lone = _ExportOutput()
+    assert EstimatorSpec(PREDICT, predictions=t, export_outputs={"head": lone}
+                         ).export_outputs == {"head": lone, "serving_default": lone}
+    with pytest.raises(ValueError, match=r"^Multiple export_outputs were provided, but none "
+                                         r"of them is specified as the default.*\['a', 'b'\]"):
+        EstimatorSpec(PREDICT, predictions=t,
+                      export_outputs={"a": _ExportOutput(), "b": _ExportOutput()})
+    assert EstimatorSpec(EVAL, loss=_loss()).export_outputs is None  # PREDICT only.
 
 
 def test_hooks_validation():
@@ -191,9 +213,93 @@ def test_eval_metric_ops_validation():
         EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={"m": [t, t]})
     with pytest.raises(TypeError, match="tuples of Tensors or Operations, given: "):
         EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={"m": (t, "update")})
+
+
+def test_keras_metric_becomes_legacys_pair_in_a_graph():
+    """Legacy: `(metric.result(), metric.updates[0])`, the variables in LOCAL_VARIABLES and
+    METRIC_VARIABLES; the Metric stays reachable for the engine."""
+    with tf.Graph().as_default() as graph:
+        metric = tf.keras.metrics.Mean()
+        update = metric.update_state(tf.constant([1.0, 3.0]))
+        spec = EstimatorSpec(EVAL, loss=tf.constant(1.0), eval_metric_ops={"mean": metric})
+        value, update_op = spec.eval_metric_ops["mean"]
+        assert spec_lib.keras_metric_of(spec.eval_metric_ops["mean"]) is metric
+        assert update_op is update and value.graph is graph
+        for key in (tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
+                    tf.compat.v1.GraphKeys.METRIC_VARIABLES):
+            assert {v.ref() for v in metric.variables} <= {
+                v.ref() for v in tf.compat.v1.get_collection(key)}
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.local_variables_initializer())
+            sess.run(update_op)
+            assert sess.run(value) == 2.0
+
+
+def test_keras_metric_without_update_is_refused():
+    with tf.Graph().as_default():
+        metric = tf.keras.metrics.Mean(name="m")
+        with pytest.raises(ValueError, match=r'^Please call update_state\(\.\.\.\) on the "m" '
+                                             r"metric \(eval_metric_ops\['k'\]\)"):
+            EstimatorSpec(EVAL, loss=tf.constant(1.0), eval_metric_ops={"k": metric})
+    with pytest.raises(ValueError, match="Please call update_state"):  # Eager, as legacy.
+        EstimatorSpec(EVAL, loss=_loss(), eval_metric_ops={"k": tf.keras.metrics.Mean()})
+
+
+def test_keras_metric_in_a_function_keeps_the_metric():
+    """In a traced step tf_keras records no update ops (the function runs them): the pair's
+    update is a no-op and the value reads the updated state."""
     metric = tf.keras.metrics.Mean()
-    assert EstimatorSpec(EVAL, loss=_loss(),
-                         eval_metric_ops={"mean": metric}).eval_metric_ops["mean"] is metric
+
+    @tf.function
+    def step():
+        metric.update_state(tf.constant([2.0, 4.0]))
+        spec = EstimatorSpec(EVAL, loss=tf.constant(1.0), eval_metric_ops={"mean": metric})
+        pair = spec.eval_metric_ops["mean"]
+        assert spec_lib.keras_metric_of(pair) is metric
+        assert isinstance(pair[1], tf.Operation) and pair[1].type == "NoOp"
+        return pair[0]
+
+    assert step().numpy() == 3.0
+
+
+def test_tensors_of_another_graph_are_refused():
+    """Legacy's "must be from the default graph", for every field that holds tensors."""
+    with tf.Graph().as_default():
+        other, other_op = tf.constant(1.0), tf.no_op()
+        metric = tf.keras.metrics.Mean()
+        metric.update_state(1.0)
+    with tf.Graph().as_default():
+        here = tf.constant(1.0)
+        cases = [dict(mode=TRAIN, loss=other, train_op=tf.no_op()),
+                 dict(mode=TRAIN, loss=here, train_op=other_op),
+                 dict(mode=EVAL, loss=here, predictions={"p": other}),
+                 dict(mode=EVAL, loss=here, eval_metric_ops={"m": (here, other_op)}),
+                 dict(mode=EVAL, loss=here, eval_metric_ops={"m": metric})]
+        for kwargs in cases:
+            with pytest.raises(ValueError, match="must be from the default graph"):
+                EstimatorSpec(**kwargs)
+
+
+def test_tensors_of_an_enclosing_function_are_accepted():
+    """A nested function captures an outer tensor where it is used: still model_fn's."""
+    @tf.function
+    def outer():
+        loss = tf.constant(2.0)
+
+        @tf.function
+        def inner():
+            return EstimatorSpec(EVAL, loss=loss).loss + 0.0
+
+        return inner()
+
+    assert outer().numpy() == 2.0
+
+
+def test_sparse_loss_is_refused_by_type():
+    with tf.Graph().as_default():
+        loss = tf.sparse.SparseTensor(indices=[[0]], values=[0.], dense_shape=[1])
+        with pytest.raises(TypeError, match="^loss must be Tensor"):
+            EstimatorSpec(TRAIN, loss=loss, train_op=tf.no_op())
 
 
 def test_scaffold_validation():

@@ -1,7 +1,8 @@
-"""Legacy run configuration: `RunConfig` (its TPU part, `TPUConfig`, is `tpu_config.py`'s).
+"""Legacy run configuration: `EstimatorRunConfig` (`tf.estimator.RunConfig`) and `RunConfig`
+(`tf.estimator.tpu.RunConfig`; its TPU part, `TPUConfig`, is `tpu_config.py`'s).
 
 This module owns the shape, defaults and validation of the `RunConfig` a legacy
-`TPUEstimator` user constructs, the cluster properties (`task_type`, `task_id`, `is_chief`,
+`Estimator` or `TPUEstimator` user constructs, the cluster properties (`task_type`, `task_id`, `is_chief`,
 ...) it fills in from `TF_CONFIG` as parsed by `cluster/tf_config.py`, and the rule that
 reconciles the estimator's `model_dir` argument with `RunConfig.model_dir`. It must not know
 how the configuration is used: nothing here builds strategies, runs loops, reads checkpoints
@@ -104,10 +105,10 @@ def _validate_run_config(config: "RunConfig") -> None:
         if value is None:
             return
         if numeric and not _is_number(value):
-            raise TypeError("`{}` must be a number, got {} ({!r}). {}"
+            raise TypeError("{} must be a number, got {} ({!r}). {}"
                             .format(name, type(value).__name__, value, fix))
-        if not ok(value):
-            raise ValueError("`{}` {}, got {!r}. {}".format(name, requirement, value, fix))
+        if not ok(value):  # Legacy's words ("model_dir should be non-empty"), then ours.
+            raise ValueError("{} {}, got {!r}. {}".format(name, requirement, value, fix))
 
     check("model_dir", lambda v: bool(v), "should be non-empty", "Pass a path or None.",
           numeric=False)
@@ -146,6 +147,34 @@ def _validate_run_config(config: "RunConfig") -> None:
           "Pass tpu_estimator_compat.config.TPUConfig(...) or None.", numeric=False)
 
 
+def _check_strategy_compatibility(train_distribute: Any, eval_distribute: Any) -> None:
+    """Legacy refused TF2's ParameterServerStrategy object for an Estimator."""
+    v2_pss = tf.distribute.experimental.ParameterServerStrategy
+    for name, strategy in (("train_distribute", train_distribute),
+                           ("eval_distribute", eval_distribute)):
+        if strategy is not None and type(strategy) is v2_pss:  # pylint: disable=unidiomatic-typecheck
+            raise ValueError(
+                    "Please use `tf.compat.v1.distribute.experimental.ParameterServerStrategy` "
+                    "for parameter server strategy with estimator (got it as `{}`). Or pass "
+                    "no {}: under a TF_CONFIG cluster with ps tasks the estimator trains on "
+                    "ParameterServerStrategy by itself.".format(name, name))
+
+
+def _distributed_session_config(task_type: str, task_id: int) -> Any:
+    """Legacy's session config for a TF_CONFIG cluster (RunConfig's
+    `_get_default_session_config_distributed`): the device filters that let a chief, master or
+    worker see only the parameter servers and itself; None for other tasks."""
+    filters = {TaskType.MASTER: ["/job:ps", "/job:master"],
+               TaskType.CHIEF: ["/job:ps", "/job:chief"],
+               TaskType.WORKER: ["/job:ps", "/job:worker/task:%d" % task_id],
+               TaskType.PS: ["/job:ps", "/job:worker", "/job:chief", "/job:master"]}
+    if task_type not in filters:
+        return None
+    session_config = default_session_config()
+    session_config.device_filters.extend(filters[task_type])
+    return session_config
+
+
 def _resolve_checkpoint_cadence(steps: Any, secs: Any) -> tuple[Any, Any]:
     """Applies the legacy default: 600 seconds, unless the user chose either form."""
     if steps is _USE_DEFAULT and secs is _USE_DEFAULT:
@@ -180,13 +209,21 @@ def _session_config_for_cluster(
     return session_config
 
 
-class RunConfig:
-    """Run settings of a legacy `TPUEstimator`: the Estimator RunConfig plus the TPU extras.
+class EstimatorRunConfig:
+    """Run settings of a legacy `Estimator` (`tf.estimator.RunConfig`); `RunConfig` below is
+    `TPUEstimator`'s, which legacy derived from it.
 
     Built once and then read through properties, because legacy model code reads fields such
     as `config.model_dir` or `config.tpu_config.iterations_per_loop` and expects them not to
-    change under it. Derive variants with `replace`.
+    change under it. Derive variants with `replace`. It takes the TPU arguments too (one
+    implementation); the two differ where legacy's did, under a TF_CONFIG cluster:
+    `evaluation_master` stays TF_CONFIG's (`''`) here and falls back to `master` for
+    TPUEstimator's, and only this one gives a chief, master, worker or ps task legacy's
+    between-graph `session_config` device filters (TPUEstimator ran in-graph).
     """
+
+    # TPUEstimator's RunConfig (legacy tpu_config.RunConfig) sets this.
+    _TPU_RUN_CONFIG = False
 
     def __init__(self,
                  tpu_config: TPUConfig | None = None,
@@ -264,6 +301,7 @@ class RunConfig:
                                    else peer_timeout_secs)
         self._tpu_config = TPUConfig() if tpu_config is None else tpu_config
         _validate_run_config(self)
+        _check_strategy_compatibility(train_distribute, eval_distribute)
         self._set_cluster(tf_config_lib.cluster_info(tf_config), cluster, master,
                           evaluation_master)
 
@@ -296,7 +334,8 @@ class RunConfig:
 
         if evaluation_master is not None:
             self._evaluation_master = evaluation_master
-        elif not self._evaluation_master and self._task_type != TaskType.EVALUATOR:
+        elif (self._TPU_RUN_CONFIG and not self._evaluation_master
+              and self._task_type != TaskType.EVALUATOR):
             # Without a cluster manager, evaluating against the training master is what the
             # user almost always wants; an evaluator task keeps what TF_CONFIG said.
             self._evaluation_master = self._master
@@ -305,8 +344,15 @@ class RunConfig:
             self._cluster_spec = cluster.cluster_spec()
             self._session_config = _session_config_for_cluster(self._session_config,
                                                                self._cluster_spec)
+        if (not self._TPU_RUN_CONFIG and self._session_config is None and self._cluster_spec
+                and {TaskType.CHIEF, TaskType.MASTER} & set(self._cluster_spec.jobs)
+                and not (self._train_distribute or self._eval_distribute
+                         or self._experimental_distribute)):
+            # Legacy's between-graph default; a distribution strategy set its own instead.
+            self._session_config = _distributed_session_config(self._task_type,
+                                                               self._task_id)
 
-    def replace(self, **kwargs: Any) -> "RunConfig":
+    def replace(self, **kwargs: Any) -> "EstimatorRunConfig":
         """Returns a copy with some user-settable properties changed, leaving `self` intact.
 
         Cluster properties (master, task, ...) are not replaceable: they describe where this
@@ -350,7 +396,7 @@ class RunConfig:
         _validate_run_config(new)
         return new
 
-    def __deepcopy__(self, memo: dict) -> "RunConfig":
+    def __deepcopy__(self, memo: dict) -> "EstimatorRunConfig":
         """Deep-copies the settings but shares live runtime handles.
 
         Legacy estimators hand `model_fn` a deep copy of the config so user code cannot mutate
@@ -366,9 +412,9 @@ class RunConfig:
         return new
 
     def __repr__(self) -> str:
-        return ("RunConfig(model_dir={!r}, save_checkpoints_steps={!r}, "
+        return ("{}(model_dir={!r}, save_checkpoints_steps={!r}, "
                 "save_checkpoints_secs={!r}, tpu_config={!r}, master={!r}, task_type={!r}, "
-                "task_id={!r})".format(self._model_dir, self._save_checkpoints_steps,
+                "task_id={!r})".format(type(self).__name__, self._model_dir, self._save_checkpoints_steps,
                                        self._save_checkpoints_secs, self._tpu_config,
                                        self._master, self._task_type, self._task_id))
 
@@ -506,8 +552,16 @@ class RunConfig:
         return self._cluster_info
 
 
+class RunConfig(EstimatorRunConfig):
+    """Run settings of a legacy `TPUEstimator` (`tf.estimator.tpu.RunConfig`): the Estimator
+    RunConfig plus the TPU extras, `evaluation_master` defaulting to `master` (as a user
+    without a cluster manager wants) and no between-graph device filters."""
+
+    _TPU_RUN_CONFIG = True
+
+
 def validate_model_dir(constructor_model_dir: str | os.PathLike | None,
-                       config: RunConfig | None) -> str:
+                       config: EstimatorRunConfig | None) -> str:
     """Returns the model directory a TPUEstimator should use.
 
     The estimator accepts `model_dir` both directly and through `config`; legacy refused
@@ -524,7 +578,7 @@ def validate_model_dir(constructor_model_dir: str | os.PathLike | None,
     Raises:
         ValueError: If both are set and differ, or `config` is not a RunConfig.
     """
-    if config is not None and not isinstance(config, RunConfig):
+    if config is not None and not isinstance(config, EstimatorRunConfig):
         raise ValueError(
                 "config must be an instance of `RunConfig`, but provided {!r}. Pass "
                 "tpu_estimator_compat.config.RunConfig(...).".format(config))

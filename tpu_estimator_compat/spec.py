@@ -4,8 +4,9 @@ This module owns the fields, defaults and construction-time validation of the tw
 the CPU conversion `TPUEstimatorSpec.as_estimator_spec()`, and the checks an estimator applies
 to whatever `model_fn` returned. It must not know how specs are executed: no strategies,
 loops, sessions, checkpoints or configuration. Tensors here usually live in a `tf.function`
-FuncGraph rather than a legacy default graph, so legacy's "must be from the default graph"
-checks are deliberately absent.
+FuncGraph rather than a legacy default graph; legacy's "must be from the default graph" check
+accepts there a tensor of the graph being built or of a graph it is nested in (a function
+captures those on use), as it is a tensor of model_fn's own graph either way.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from tpu_estimator_compat import log as logging
+from tpu_estimator_compat._tf import private as _tf_private
 
 
 class ModeKeys:
@@ -39,6 +41,41 @@ def _is_tensor(value: Any) -> bool:
     return tf.is_tensor(value) or isinstance(value, tf.Variable)
 
 
+def _is_dense_tensor(value: Any) -> bool:
+    """A Tensor or Variable, as legacy's `isinstance(x, Tensor)`: a SparseTensor or a
+    RaggedTensor is not one (an exporter and a loss need dense values)."""
+    return isinstance(value, (tf.__internal__.types.Tensor, tf.Variable))
+
+
+# Legacy's words, then what to do (legacy model_fn.py: _default_graph_error_message_template).
+_DEFAULT_GRAPH_MESSAGE = (
+    '{0} with "{1}" must be from the default graph. Possible causes of this error include: '
+    "\n\n1) {0} was created outside the context of the default graph.\n\n2) The object "
+    'passed through to EstimatorSpec was not created in the most recent call to "model_fn". '
+    "Build every tensor of the spec inside model_fn, from its arguments.")
+
+
+def _check_default_graph(value: Any, what: str, name: Any = None) -> None:
+    """Raises legacy's ValueError for a tensor or op of a graph model_fn is not building.
+
+    Accepted: eager values, and the default graph or a graph it is nested in (a FuncGraph's
+    `outer_graph` chain: a function captures an outer tensor where it is used).
+    """
+    if tf.executing_eagerly():
+        return
+    try:
+        graph = value.graph
+    except AttributeError:  # An EagerTensor (eager-created variable) has no graph.
+        return
+    current = tf.compat.v1.get_default_graph()
+    while current is not None:
+        if current is graph:
+            return
+        current = getattr(current, "outer_graph", None)
+    raise ValueError(_DEFAULT_GRAPH_MESSAGE.format(
+        what, name if name is not None else getattr(value, "name", value)))
+
+
 def _validate_mode(mode: Any) -> None:
     # None: a model_fn without a `mode` argument has no mode to give (legacy's
     # `EstimatorSpec(mode=None, ...)` idiom); no field is then required by it.
@@ -56,9 +93,10 @@ def _validate_train_op(train_op: Any, mode: str) -> Any:
                     "Missing train_op. `train_op` is required when `mode` is TRAIN; return "
                     "the op from optimizer.minimize(...) or apply_gradients(...).")
         return None
-    if not (_is_tensor(train_op) or isinstance(train_op, tf.Operation)):
+    if not (_is_dense_tensor(train_op) or isinstance(train_op, tf.Operation)):
         raise TypeError(
                 "train_op must be Operation or Tensor, given: {!r}.".format(train_op))
+    _check_default_graph(train_op, "train_op")
     return train_op
 
 
@@ -69,8 +107,10 @@ def _validate_loss(loss: Any, mode: str) -> Any:
                     "Missing loss. `loss` is required when `mode` is TRAIN or EVAL; return a "
                     "scalar loss Tensor.")
         return None
-    if not _is_tensor(loss):
-        raise TypeError("loss must be Tensor, given: {!r}.".format(loss))
+    if not _is_dense_tensor(loss):
+        raise TypeError("loss must be Tensor, given: {!r}. Return a scalar dense Tensor, "
+                        "e.g. tf.reduce_mean(...).".format(loss))
+    _check_default_graph(loss, "loss")
     shape = loss.shape
     if shape.num_elements() not in (None, 1):
         raise ValueError(
@@ -95,31 +135,53 @@ def _validate_predictions(predictions: Any, mode: str) -> Any:
         return {}
     if isinstance(predictions, dict):
         for key, value in predictions.items():
-            if not _is_tensor(value):
+            if not _is_dense_tensor(value):
                 raise TypeError(
-                        "predictions[{}] must be Tensor, given: {!r}.".format(key, value))
+                        "predictions[{}] must be Tensor, given: {!r}. Return dense Tensors "
+                        "(tf.sparse.to_dense for a SparseTensor).".format(key, value))
+        for key, value in predictions.items():
+            _check_default_graph(value, "prediction values",
+                                 "{}: {}".format(key, getattr(value, "name", value)))
         return predictions
-    if not _is_tensor(predictions):
+    if not _is_dense_tensor(predictions):
         raise TypeError(
                 "predictions must be Tensor or dict of Tensors, given: {!r}."
                 .format(predictions))
+    _check_default_graph(predictions, "prediction values")
     return predictions
 
 
-def _validate_export_outputs(export_outputs: Any, mode: str) -> Any:
+def _validate_export_outputs(export_outputs: Any, predictions: Any, mode: str) -> Any:
+    """Legacy `get_export_outputs` in PREDICT mode: a default `PredictOutput` of the
+    predictions when none is given, a lone output also named the default signature, and
+    several outputs only with one of them named the default."""
     # Like legacy, only prediction (export) uses them, so other modes pass them through.
-    if mode != ModeKeys.PREDICT or export_outputs is None:
+    if mode != ModeKeys.PREDICT:
         return export_outputs
+    if export_outputs is None:
+        return {tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY:
+                _tf_private.default_predict_output(predictions)}
     if not isinstance(export_outputs, dict):
         raise TypeError(
-                "`export_outputs` must be dict, received: {!r}. Map signature names to "
+                "export_outputs must be dict, given: {!r}. Map signature names to "
                 "ExportOutput objects.".format(export_outputs))
     for key, value in export_outputs.items():
-        if value is None or _is_tensor(value):
+        # Duck-typed: TensorFlow's ExportOutput classes (the heads') and this library's.
+        if not callable(getattr(value, "as_signature_def", None)):
             raise TypeError(
-                    "Values in `export_outputs` must be ExportOutput objects, received: "
-                    "{!r} for key {!r}. Wrap tensors in an ExportOutput such as PredictOutput."
-                    .format(value, key))
+                    "Values in export_outputs must be ExportOutput objects. Given: {!r} of "
+                    "type {} for key {!r}. Wrap tensors in an ExportOutput such as "
+                    "PredictOutput.".format(value, type(value).__name__, key))
+    default_key = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+    if len(export_outputs) == 1:  # Legacy added the default key to the dict it was given.
+        (value,) = export_outputs.values()
+        export_outputs.setdefault(default_key, value)
+    elif default_key not in export_outputs:
+        raise ValueError(
+                "Multiple export_outputs were provided, but none of them is specified as the "
+                "default.  Do this by naming one of them with "
+                "signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY ({!r}); given: {}."
+                .format(default_key, sorted(export_outputs)))
     return export_outputs
 
 
@@ -150,6 +212,42 @@ def _is_metric_object(value: Any) -> bool:
             getattr(value, "result", None))
 
 
+class _MetricPair(tuple):
+    """`(metric.result(), update_op)`: what legacy made of a Keras `Metric` in
+    `eval_metric_ops`, with the Metric itself kept (`keras_metric_of`) so the engine reads
+    it again after every replica's update (`step/metrics.py`)."""
+
+    keras_metric: Any = None
+
+
+def keras_metric_of(value: Any) -> Any:
+    """The Keras Metric an `eval_metric_ops` pair was made of, or None."""
+    return getattr(value, "keras_metric", None) if isinstance(value, _MetricPair) else None
+
+
+def _metric_pair(key: str, metric: Any) -> _MetricPair:
+    """Legacy's conversion of a Keras Metric: its `result()` and its first update op.
+
+    In a graph (legacy's mode) tf_keras records `update_state`'s ops, and legacy refused a
+    Metric with none. In a `tf.function` (the engine's step) it records none (the function
+    runs them by itself), so the pair's update is a no-op there.
+    """
+    updates = _tf_private.keras_metric_updates(metric)
+    if tf.executing_eagerly() and not updates:
+        updates = []  # Legacy's `updates` of an eager Metric: always empty.
+    if updates is not None and not updates:
+        raise ValueError(
+                'Please call update_state(...) on the "{metric_name}" metric (eval_metric_ops'
+                "[{key!r}]) inside model_fn, before returning the EstimatorSpec."
+                .format(metric_name=metric.name, key=key))
+    for op in updates or ():
+        _check_default_graph(op, "eval_metric_ops",
+                             "{}: {}".format(key, getattr(op, "name", op)))
+    pair = _MetricPair((metric.result(), updates[0] if updates else tf.no_op()))
+    pair.keras_metric = metric
+    return pair
+
+
 def _validate_eval_metric_ops(eval_metric_ops: Any) -> dict:
     if eval_metric_ops is None:
         return {}
@@ -157,8 +255,11 @@ def _validate_eval_metric_ops(eval_metric_ops: Any) -> dict:
         raise TypeError(
                 "eval_metric_ops must be a dict, given: {!r}. Map metric names to "
                 "(metric_value, update_op) tuples.".format(eval_metric_ops))
+    converted, metric_variables = {}, []
     for key, value in eval_metric_ops.items():
         if _is_metric_object(value):
+            converted[key] = _metric_pair(key, value)
+            metric_variables.extend(value.variables)
             continue
         if not isinstance(value, tuple) or len(value) != 2:
             raise TypeError(
@@ -171,7 +272,20 @@ def _validate_eval_metric_ops(eval_metric_ops: Any) -> dict:
                         "Values of eval_metric_ops must be (metric_value, update_op) tuples "
                         "of Tensors or Operations, given: {!r} for key: {}."
                         .format(value, key))
-    return eval_metric_ops
+            _check_default_graph(part, "eval_metric_ops",
+                                 "{}: {}".format(key, getattr(part, "name", part)))
+        converted[key] = value
+    if metric_variables and not (tf.executing_eagerly() or tf.inside_function()):
+        # Legacy's graph mode: LOCAL_VARIABLES gets them initialized, METRIC_VARIABLES is
+        # what TFMA reads. A function's collections feed nothing; the engine makes its own.
+        for collection in (tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
+                           tf.compat.v1.GraphKeys.METRIC_VARIABLES):
+            present = {v.ref() for v in tf.compat.v1.get_collection(collection)}
+            for variable in metric_variables:
+                if variable.ref() not in present:
+                    tf.compat.v1.add_to_collection(collection, variable)
+                    present.add(variable.ref())
+    return converted
 
 
 def _validate_scaffold(scaffold: Any) -> Any:
@@ -227,7 +341,7 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", [
                 loss=_validate_loss(loss, mode),
                 train_op=_validate_train_op(train_op, mode),
                 eval_metric_ops=_validate_eval_metric_ops(eval_metric_ops),
-                export_outputs=_validate_export_outputs(export_outputs, mode),
+                export_outputs=_validate_export_outputs(export_outputs, predictions, mode),
                 training_chief_hooks=_validate_hooks(training_chief_hooks,
                                                      "training_chief_hooks"),
                 training_hooks=_validate_hooks(training_hooks, "training_hooks"),
@@ -404,7 +518,7 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", [
                 loss=_validate_loss(loss, mode),
                 train_op=_validate_train_op(train_op, mode),
                 eval_metrics=eval_metrics,
-                export_outputs=_validate_export_outputs(export_outputs, mode),
+                export_outputs=_validate_export_outputs(export_outputs, predictions, mode),
                 scaffold_fn=scaffold_fn,
                 host_call=host_call,
                 training_hooks=_validate_hooks(training_hooks, "training_hooks"),

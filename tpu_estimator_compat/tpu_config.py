@@ -64,9 +64,9 @@ def parse_iterations_per_loop(iterations_per_loop: int | str) -> IterationsPerLo
     match = _ITERATIONS_PER_LOOP_RE.match(text)
     if match is None:
         raise ValueError(
-                "Invalid TPUConfig `iterations_per_loop` value: {!r}. Value must be a positive "
-                "integer or a time-based value `<N><s|m|h>` where <N> is a positive integer and "
-                "`s`, `m`, `h` are seconds, minutes, hours, e.g. `3600s`, `60m`, `1h`."
+                "Invalid TPUConfig `iterations_per_loop` value: {!r}. Value must be positive "
+                "integer value or time-based value `<N><s|m|h>` where <N> is a positive integer "
+                "and `s`, `m`, `h` are seconds, minutes, hours, e.g. `3600s`, `60m`, `1h`."
                 .format(iterations_per_loop))
     value = int(match.group("value"))
     suffix = match.group("suffix")
@@ -176,7 +176,7 @@ class TPUConfig(collections.namedtuple("TPUConfig", [
                 isinstance(num_cores_per_replica, bool)
                 or num_cores_per_replica not in _ALLOWED_CORES_PER_REPLICA):
             raise ValueError(
-                    "`num_cores_per_replica` must be 1, 2, 4, 8, 16, 32, 64, 128; got {!r}."
+                    "num_cores_per_replica must be 1, 2, 4, 8, 16, 32, 64, 128; got {!r}."
                     .format(num_cores_per_replica))
 
         if eval_training_input_configuration not in (

@@ -682,3 +682,12 @@ _V1_SAVER = _saver_lib.Saver
 def v1_saver_class():
     """TensorFlow's own `tf.compat.v1.train.Saver` class, whatever patch is in place."""
     return _V1_SAVER
+
+
+def default_predict_output(predictions):
+    """Legacy EstimatorSpec's default export output: TF's own `PredictOutput(predictions)`, the
+    class legacy used (tensorflow/python/saved_model/model_utils/export_output.py); no public
+    path serves it since TF 2.16."""
+    from tensorflow.python.saved_model.model_utils import export_output  # pylint: disable=g-import-not-at-top
+
+    return export_output.PredictOutput(predictions)

@@ -108,9 +108,9 @@ class Estimator:
                  warm_start_from: Any = None) -> None:
         keras_env.check_legacy_keras()
         if config is None:
-            config = config_lib.RunConfig()
+            config = config_lib.EstimatorRunConfig()
             logging.legacy_info("Using default config.")
-        if not isinstance(config, config_lib.RunConfig):
+        if not isinstance(config, config_lib.EstimatorRunConfig):
             raise ValueError(
                 f"config must be an instance of `RunConfig`, but provided {config!r}. Pass "
                 "`tf.estimator.RunConfig(...)`.")

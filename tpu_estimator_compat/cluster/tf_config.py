@@ -72,7 +72,7 @@ def model_dir(tf_config: dict, model_dir: str | None) -> str | None:
     """Reconciles the RunConfig `model_dir` argument with `TF_CONFIG['model_dir']`."""
     # '' is falsy and would silently mean "unset"; legacy rejected it explicitly.
     if model_dir == "":
-        raise ValueError("`model_dir` should be non-empty, got ''. Pass a path or None.")
+        raise ValueError("model_dir should be non-empty, got ''. Pass a path or None.")
     from_env = tf_config.get(_MODEL_DIR_KEY)
     if from_env == "":
         raise ValueError(
@@ -125,6 +125,13 @@ def _validate_task(cluster_spec: tf.train.ClusterSpec, task_env: dict,
                 .format(chief_task_type, cluster_spec.job_tasks(chief_task_type)))
     task_type = task_env.get(_TASK_TYPE_KEY)
     task_id = task_env.get(_TASK_ID_KEY)
+    if not task_type and chief_task_type == TaskType.WORKER:
+        # Legacy's reading: a cluster of workers only lacks its chief. Here it can also be a
+        # MultiWorkerMirroredStrategy cluster, whose tasks must say who they are.
+        raise ValueError(
+                'If "cluster" is set in TF_CONFIG, it must have one "chief" node. Got jobs {}; '
+                'add a "chief" job, or, for a cluster of workers only, this task\'s "task": '
+                '{{"type": "worker", "index": ...}}.'.format(sorted(cluster_spec.jobs)))
     if not task_type:
         raise ValueError(
                 'If "cluster" is set in TF_CONFIG, task type must be set: add '

@@ -439,6 +439,8 @@ PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
         "_EvalResult": f"{_EVALUATOR}:EvalResult",
         "_EvalStatus": f"{_EVALUATOR}:EvalStatus",
     },
+    # TPUEstimator's RunConfig; the `run_config` module's is `tf.estimator.RunConfig`.
+    "tpu.tpu_config": {"RunConfig": "tpu_estimator_compat.config:RunConfig"},
 }
 
 

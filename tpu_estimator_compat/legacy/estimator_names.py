@@ -142,7 +142,7 @@ def build_estimator_namespace(v2: bool = False,
         "Estimator": estimator_lib.Estimator,
         "ModeKeys": spec_lib.ModeKeys,
         "EstimatorSpec": spec_lib.EstimatorSpec,
-        "RunConfig": config_lib.RunConfig,
+        "RunConfig": config_lib.EstimatorRunConfig,  # tf.estimator.tpu's: config.RunConfig.
         "Exporter": training_lib.Exporter,
         "VocabInfo": tf.compat.v1.train.VocabInfo,
     }

@@ -470,6 +470,9 @@ def _split_metric_ops(metric_ops: Any, graph: tf.Graph | None) -> tuple[dict, di
     _check_reserved_names(metric_ops)
     value_ops, update_ops, keras_variables = {}, {}, []
     for key, value in metric_ops.items():
+        # A Metric EstimatorSpec paired: read again after every replica's update (merge_call).
+        if spec_lib.keras_metric_of(value) is not None:
+            value = spec_lib.keras_metric_of(value)
         if _is_keras_metric(value):
             # In the host graph `updates` is read while it is the default one (tf-keras
             # checks graph consistency); in a traced step the list it keeps (the public
