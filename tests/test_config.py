@@ -127,16 +127,16 @@ def test_input_partition_dims_rules():
                    per_host_input_for_training=InputPipelineConfig.PER_HOST_V2,
                    input_partition_dims=[[1, 2, 2, 1], None])
     assert ok.input_partition_dims == [[1, 2, 2, 1], None]
-    with pytest.raises(ValueError, match=r"^`input_partition_dims` must be a list/tuple with "
+    with pytest.raises(ValueError, match=r"^input_partition_dims must be a list/tuple with "
                                          r"one or two elements"):
         TPUConfig(num_cores_per_replica=4, per_host_input_for_training=3,
                   input_partition_dims=[[1], [1], [1]])
-    with pytest.raises(ValueError, match=r"^`input_partition_dims` is only supported in "
-                                         r"PER_HOST_V2 mode, but `per_host_input_for_training` "
-                                         r"is True"):
+    with pytest.raises(ValueError, match=r"^input_partition_dims is only supported in "
+                                         r"PER_HOST_V2 mode\. per_host_input_for_training is "
+                                         r"True"):
         TPUConfig(num_cores_per_replica=4, input_partition_dims=[[1, 2]])
-    with pytest.raises(ValueError, match=r"^`input_partition_dims` requires setting "
-                                         r"`num_cores_per_replica`"):
+    with pytest.raises(ValueError, match=r"^input_partition_dims requires setting "
+                                         r"num_cores_per_replica\."):
         TPUConfig(per_host_input_for_training=3, input_partition_dims=[[1, 2]])
 
 

@@ -93,19 +93,19 @@ def _check_input_partition_dims(input_partition_dims: Any, per_host_input_for_tr
     if (not isinstance(input_partition_dims, (list, tuple))
             or len(input_partition_dims) not in (1, 2)):
         raise ValueError(
-                "`input_partition_dims` must be a list/tuple with one or two elements "
+                "input_partition_dims must be a list/tuple with one or two elements "
                 "(partition dims for features, and optionally labels), got {!r}."
                 .format(input_partition_dims))
     if per_host_input_for_training != InputPipelineConfig.PER_HOST_V2 or isinstance(
             per_host_input_for_training, bool):
         raise ValueError(
-                "`input_partition_dims` is only supported in PER_HOST_V2 mode, but "
-                "`per_host_input_for_training` is {!r}. Set it to "
+                "input_partition_dims is only supported in PER_HOST_V2 mode. "
+                "per_host_input_for_training is {!r}: set it to "
                 "InputPipelineConfig.PER_HOST_V2.".format(per_host_input_for_training))
     if num_cores_per_replica is None:
         raise ValueError(
-                "`input_partition_dims` requires setting `num_cores_per_replica`; "
-                "set it to the total number of partitions.")
+                "input_partition_dims requires setting num_cores_per_replica. "
+                "Set it to the total number of partitions.")
 
 
 def _input_pipeline(per_host_input_for_training: Any) -> int:
