@@ -1,0 +1,41 @@
+# Extracted from tensorflow/docs site/en/guide/migrate/migrating_estimator.ipynb (commit 7c3650212), code cells 5, 6, 8, 10, 12,
+# by dev/tf_docs_extract.py. Copyright The TensorFlow Authors, Apache-2.0 (LICENSE).
+# The docs' lines, unchanged except:
+#   - printed (notebook display): print(estimator.train(_input_fn))
+#   - printed (notebook display): print(estimator.evaluate(_eval_input_fn))
+
+# In[5]:
+import tensorflow as tf
+import tensorflow.compat.v1 as tf1
+
+
+# In[6]:
+features = [[1., 1.5], [2., 2.5], [3., 3.5]]
+labels = [[0.3], [0.5], [0.7]]
+eval_features = [[4., 4.5], [5., 5.5], [6., 6.5]]
+eval_labels = [[0.8], [0.9], [1.]]
+
+
+# In[8]:
+def _input_fn():
+  return tf1.data.Dataset.from_tensor_slices((features, labels)).batch(1)
+
+def _eval_input_fn():
+  return tf1.data.Dataset.from_tensor_slices(
+      (eval_features, eval_labels)).batch(1)
+
+def _model_fn(features, labels, mode):
+  logits = tf1.layers.Dense(1)(features)
+  loss = tf1.losses.mean_squared_error(labels=labels, predictions=logits)
+  optimizer = tf1.train.AdagradOptimizer(0.05)
+  train_op = optimizer.minimize(loss, global_step=tf1.train.get_global_step())
+  return tf1.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+# In[10]:
+estimator = tf1.estimator.Estimator(model_fn=_model_fn)
+print(estimator.train(_input_fn))
+
+
+# In[12]:
+print(estimator.evaluate(_eval_input_fn))

@@ -1,0 +1,61 @@
+# Extracted from tensorflow/docs site/en/guide/migrate/multi_worker_cpu_gpu_training.ipynb (commit 7c3650212), code cells 6, 7, 9, 11, 14,
+# by dev/tf_docs_extract.py. Copyright The TensorFlow Authors, Apache-2.0 (LICENSE).
+# The docs' lines, unchanged except:
+#   - dropped (notebook-only): !pip install portpicker
+#   - printed (notebook display): print(tf1.estimator.train_and_evaluate(estimator, train_spec, eval_spec))
+
+# In[6]:
+# The notebook uses a dataset instance for `Model.fit` with
+# `ParameterServerStrategy`, which depends on symbols in TF 2.7.
+# Install a utility needed for this demonstration
+
+import tensorflow as tf
+import tensorflow.compat.v1 as tf1
+
+
+# In[7]:
+features = [[1., 1.5], [2., 2.5], [3., 3.5]]
+labels = [[0.3], [0.5], [0.7]]
+eval_features = [[4., 4.5], [5., 5.5], [6., 6.5]]
+eval_labels = [[0.8], [0.9], [1.]]
+
+
+# In[9]:
+import json
+import os
+
+tf_config = {
+    'cluster': {
+        'chief': ['localhost:11111'],
+        'worker': ['localhost:12345', 'localhost:23456', 'localhost:21212'],
+        'ps': ['localhost:12121', 'localhost:13131'],
+    },
+    'task': {'type': 'chief', 'index': 0}
+}
+
+os.environ['TF_CONFIG'] = json.dumps(tf_config)
+
+
+# In[11]:
+del os.environ['TF_CONFIG']
+
+
+# In[14]:
+def _input_fn():
+  return tf1.data.Dataset.from_tensor_slices((features, labels)).batch(1)
+
+def _eval_input_fn():
+  return tf1.data.Dataset.from_tensor_slices(
+      (eval_features, eval_labels)).batch(1)
+
+def _model_fn(features, labels, mode):
+  logits = tf1.layers.Dense(1)(features)
+  loss = tf1.losses.mean_squared_error(labels=labels, predictions=logits)
+  optimizer = tf1.train.AdagradOptimizer(0.05)
+  train_op = optimizer.minimize(loss, global_step=tf1.train.get_global_step())
+  return tf1.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+estimator = tf1.estimator.Estimator(model_fn=_model_fn)
+train_spec = tf1.estimator.TrainSpec(input_fn=_input_fn)
+eval_spec = tf1.estimator.EvalSpec(input_fn=_eval_input_fn)
+print(tf1.estimator.train_and_evaluate(estimator, train_spec, eval_spec))
