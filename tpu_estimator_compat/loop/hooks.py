@@ -30,6 +30,7 @@ the graph model_fn was traced in and a function that makes the loop return named
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from typing import Any, Callable, Iterator, Sequence
 
@@ -238,6 +239,33 @@ def host_saver(original: Any) -> type:
     return _HostSaver
 
 
+def map_fetches(fn: Callable[[Any], Any], fetches: Any) -> Any:
+    """`fetches` with `fn` applied to each fetch, as `session.run` walked a fetch structure.
+
+    Lists, tuples, namedtuples and dicts nest; a dict keeps its keys as they are, in their
+    order (`LoggingTensorHook(tensors=[t1, t2])` fetches `{t1: t1, t2: t2}`, whose keys are
+    graph tensors, which `tf.nest` would sort and so compare).
+    """
+    if isinstance(fetches, dict):
+        # Graph tensors as keys hash by identity, as in the TF1 graph the hook was made for.
+        with _tf_private.tf1_tensor_equality():
+            mapped = {key: map_fetches(fn, value) for key, value in fetches.items()}
+            return collections.OrderedDict(mapped) if isinstance(
+                fetches, collections.OrderedDict) else mapped
+    if isinstance(fetches, tuple) and hasattr(fetches, "_fields"):
+        return type(fetches)(*(map_fetches(fn, value) for value in fetches))
+    if isinstance(fetches, (list, tuple)):
+        return type(fetches)(map_fetches(fn, value) for value in fetches)
+    return fn(fetches)
+
+
+def flatten_fetches(fetches: Any) -> list[Any]:
+    """Every fetch of a fetch structure, in `map_fetches`' order."""
+    flat: list[Any] = []
+    map_fetches(flat.append, fetches)
+    return flat
+
+
 class HostSession:
     """What a hook gets for `session`: `run` reads variables and the step's values."""
 
@@ -251,7 +279,7 @@ class HostSession:
         if feed_dict:
             raise NotImplementedError("HostSession.run does not take feed_dict in hooks.")
         with tf.init_scope():  # Hooks may run with the model's graph as default.
-            return tf.nest.map_structure(self._resolve, fetches)
+            return map_fetches(self._resolve, fetches)
 
     def _resolve(self, fetch: Any) -> Any:
         if isinstance(fetch, tf.Operation):
@@ -337,8 +365,13 @@ class HookRunner:
         """Whether the caller must run one step per loop (legacy's CPU path had hooks)."""
         return self._own_logging and bool(self._generic)
 
-    def _scope(self) -> Any:
-        return global_step_visible(self._global_step, self._graph)
+    @contextlib.contextmanager
+    def _scope(self) -> Iterator[None]:
+        """Inside: the global step as legacy's hooks saw it, and TF1's tensor identity (a
+        `LoggingTensorHook(tensors=[t1, t2])` keys its values by the tensors)."""
+        with global_step_visible(self._global_step, self._graph), \
+                _tf_private.tf1_tensor_equality():
+            yield
 
     @contextlib.contextmanager
     def _variables_visible(self) -> Iterator[None]:
@@ -414,7 +447,7 @@ class HookRunner:
         wanted = set(self._fetched)
         for _, _, args in self._contexts:
             if args is not None and args.fetches is not None:
-                for fetch in tf.nest.flatten(args.fetches):
+                for fetch in flatten_fetches(args.fetches):
                     key = self._fetches.key(fetch)
                     if key is not None and key not in _SPECIAL:
                         wanted.add(key)
