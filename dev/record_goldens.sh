@@ -30,6 +30,10 @@
 #  - legacy's two estimator namespaces (v1 and v2 name sets) and a v2 canned classifier's
 #    checkpoint names (tests/legacy_recorder/estimator_namespaces.py ->
 #    tests/goldens/estimator_namespaces/).
+#  - canned estimators (v1/v2 DNN, Linear with crossed columns, DNNLinearCombined, Baseline,
+#    a MultiHead DNNEstimator), early stopping's stop step, and a v1 DNNClassifier model_dir
+#    the library resumes and warm-starts from (tests/legacy_recorder/canned_parity.py ->
+#    tests/goldens/canned_parity/).
 # The default test run reads the goldens and never needs the legacy venv.
 #
 # --variant: the legacy stack rounds Eigen's conv kernels differently on another CPU kind, so
@@ -73,5 +77,6 @@ if [ -z "$models" ]; then
   .venv-legacy/bin/python tests/legacy_recorder/log_lines.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_plain.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_namespaces.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/canned_parity.py
 fi
 du -sh tests/goldens

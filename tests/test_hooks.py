@@ -446,3 +446,22 @@ def test_summary_saver_and_step_counter_hooks_run_on_the_cpu_path(tmp_path):
                             (6, "summary", tags)]
     assert _events(out + "/counter") == [(3, "summary", ["global_step/sec"]),
                                          (5, "summary", ["global_step/sec"])]
+
+
+def test_a_hooks_own_variable_is_not_required_by_later_restores(tmp_path):
+    """Early stopping's hooks make `signal_early_stopping/STOP` in `begin()`. Legacy's
+    evaluate, predict and next train built graphs without it and restored what they had;
+    here every later restore of a checkpoint that lacks it keeps its initial value."""
+    class StopVariableHook(v1.train.SessionRunHook):
+        def begin(self):
+            with v1.variable_scope("signal_early_stopping", reuse=v1.AUTO_REUSE):
+                self.stop = v1.get_variable(
+                    "STOP", shape=[], dtype=tf.bool, initializer=v1.constant_initializer(False),
+                    collections=[v1.GraphKeys.GLOBAL_VARIABLES], use_resource=True)
+
+    est = make(tmp_path, None)
+    input_fn = models.digits_input_fn(256, flat=True)
+    est.train(input_fn, steps=4, hooks=[StopVariableHook()])
+    assert est.evaluate(input_fn, steps=1)["global_step"] == 4
+    est.train(input_fn, steps=4)  # Resumes from a checkpoint without STOP.
+    assert tf.train.load_checkpoint(est.latest_checkpoint()).get_tensor("global_step") == 8

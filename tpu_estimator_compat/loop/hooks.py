@@ -402,12 +402,19 @@ class HookRunner:
     def begin(self, step: int) -> None:
         self.start_step = step
         self._values = {"global_step": np.int64(step), "loss": None}
+        before = set(self._registry.by_name()) if self._registry is not None else set()
         with self._scope(), self._variables_visible():
             for hook in self._generic:
                 if isinstance(hook, _train.LoggingTensorHook):
                     self._begin_logging(hook)
                 else:
                     hook.begin()
+        if self._registry is not None:
+            # A hook's own variables (early stopping's `signal_early_stopping/STOP`) were
+            # never in legacy's evaluate or predict graph: no restore may require them.
+            for name in set(self._registry.by_name()) - before:
+                self._registry.mark_optional_on_restore(name)
+        with self._scope(), self._variables_visible():
             for hook in self._generic:
                 hook.after_create_session(self._session(), None)
 

@@ -37,6 +37,7 @@ import tensorflow as tf
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.v1_state import graph_names
+from tpu_estimator_compat.v1_state import one_part
 from tpu_estimator_compat.v1_state import replica_state
 from tpu_estimator_compat.v1_state import tf1_names
 from tpu_estimator_compat.v1_state import write_order
@@ -75,6 +76,7 @@ class VariableRegistry:
         self._replicas_inside = 0  # Replica threads inside a step's creator_scope now.
         self._unsaved: set[str] = set()
         self._optional_prefixes: set[str] = set()
+        self._one_part: set[str] = set()  # Legacy partitioned these in one part.
 
     # ----------------------------------------------------------------------------------
     # Public queries.
@@ -201,6 +203,14 @@ class VariableRegistry:
     # ----------------------------------------------------------------------------------
     # Creation.
 
+    def partitioner_check(self, get_variable: Callable[..., Any]) -> Callable[..., Any]:
+        """Wraps a v1 store's `get_variable`: a one-part partitioner is dropped and its
+        variable's slots get legacy's keys (`one_part`); any other partitioner refused."""
+        def note(name: str) -> None:
+            with self._lock:
+                self._one_part.add(name)
+        return one_part.refusing_partitioners(get_variable, note, VariableCreationError)
+
     @contextlib.contextmanager
     def creator_scope(self, strip_prefix: str | None = None,
                       step_prefix: str | None = None) -> Iterator[None]:
@@ -280,6 +290,7 @@ class VariableRegistry:
             local = True
         name = self._v1_name(kwargs.get("name"))
         with self._lock:
+            name = one_part.legacy_slot_name(name, self._one_part, kwargs.get("shape"))
             variable = self._by_name.get(name)
             if variable is None:
                 self._local.creating = True
@@ -464,47 +475,6 @@ def _graphs_to_register_in() -> list[tf.Graph]:
     return graphs
 
 
-def _one_partition(partitioner: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
-    """True when `partitioner` splits this `get_variable(name, shape, dtype)` call's
-    variable into one part only (a known shape is needed to ask it)."""
-    shape = kwargs.get("shape", args[0] if args else None)
-    dtype = kwargs.get("dtype", args[1] if len(args) > 1 else tf.float32)
-    try:
-        shape = tf.TensorShape(shape)
-        if not shape.is_fully_defined():
-            return False
-        parts = partitioner(shape=shape, dtype=tf.as_dtype(dtype))
-    except (TypeError, ValueError):
-        return False
-    return all(int(p) == 1 for p in parts)
-
-
-def _refusing_partitioners(get_variable: Callable[..., Any]) -> Callable[..., Any]:
-    """Wraps `_VariableStore.get_variable` to refuse partitioned variables clearly.
-
-    A partitioner makes v1 build a `PartitionedVariable`, a graph-only object: with the
-    eager variables the shim creates it fails deep inside the optimizer ("Tensor.op is
-    undefined"), which names neither the variable nor the cause.
-    """
-
-    def checked(name: str, *args: Any, **kwargs: Any) -> Any:
-        partitioner = kwargs.get("partitioner")
-        if partitioner is not None and _one_partition(partitioner, args, kwargs):
-            # The whole variable in one part (the canned estimators' min_max partitioner
-            # without parameter servers): legacy's checkpoint key is the unpartitioned name.
-            kwargs["partitioner"] = partitioner = None
-        if partitioner is not None:
-            raise VariableCreationError(
-                f"`partitioner` is not supported by tpu_estimator_compat: "
-                f"get_variable('{name}') received partitioner={partitioner!r} (from the "
-                "call or its variable_scope). Partitioned variables are a TF1-graph "
-                "construct that TF2 variables cannot represent. Remove the partitioner: "
-                "every replica holds the whole variable, as a TPU core did.")
-        return get_variable(name, *args, **kwargs)
-
-    return checked
-
-
 def local_update_in_control_flow(original: Callable[..., Any]) -> Callable[..., Any]:
     """The replacement of patch `variables.local_update_in_control_flow`.
 
@@ -682,7 +652,8 @@ def replica_scope(registry: VariableRegistry, global_step: tf.Variable) -> Itera
                 graph.name_scope(None), graph.name_scope(replica_root or None) as entered, \
                 _root_name_scope(entered or ""), \
                 registry.creator_scope((entered or "").rstrip("/"), step_prefix=strip_prefix), \
-                replica_state.own_v1_stores(graph, _refusing_partitioners), _v1.variable_scope(root, auxiliary_name_scope=False), \
+                replica_state.own_v1_stores(graph, registry.partitioner_check), \
+                _v1.variable_scope(root, auxiliary_name_scope=False), \
                 _tf_private.tf1_tensor_equality(), ema_restore_by_name(), \
                 _tf_patches.applied("variables.local_update_in_control_flow"), \
                 write_order.chained(graph), \
