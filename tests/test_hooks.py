@@ -8,7 +8,9 @@ import pytest
 import tensorflow as tf
 
 import models
+import tpu_estimator_compat
 from tpu_estimator_compat import ModeKeys, RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat.loop import hooks as hooks_lib
 
 v1 = tf.compat.v1
 
@@ -446,3 +448,17 @@ def test_summary_saver_and_step_counter_hooks_run_on_the_cpu_path(tmp_path):
                             (6, "summary", tags)]
     assert _events(out + "/counter") == [(3, "summary", ["global_step/sec"]),
                                          (5, "summary", ["global_step/sec"])]
+
+
+def test_check_hooks_type_is_legacy_s_private_check():
+    tpu_estimator_compat.install_aliases()  # Serves legacy's module paths.
+    from tensorflow.python.estimator import estimator  # pylint: disable=g-direct-tensorflow-import
+
+    check = estimator._check_hooks_type  # pylint: disable=protected-access
+    assert check is hooks_lib.check_hooks_type
+    hook = tf.compat.v1.train.StopAtStepHook(last_step=3)
+    assert check(None) == [] and check((hook,)) == [hook]
+    given = [hook]
+    assert check(given) is not given  # A new list: InMemoryEvaluatorHook extends it.
+    with pytest.raises(TypeError, match="Hooks must be a SessionRunHook, given: 'not a hook'"):
+        check([hook, "not a hook"])

@@ -28,6 +28,7 @@ from tpu_estimator_compat import config as config_lib
 from tpu_estimator_compat.step import cross_shard
 from tpu_estimator_compat.v1_state import eager_scope
 from tpu_estimator_compat.embedding import engine as embedding_lib
+from tpu_estimator_compat.api import estimator_module
 from tpu_estimator_compat.embedding import config as embedding_config_lib
 from tpu_estimator_compat.export import saved_model as export_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
@@ -129,10 +130,9 @@ class Estimator:
         _check_members_not_overridden(self)
         self._embedding = embedding
         self._plain = plain
-        self._model_dir = config_lib.validate_model_dir(model_dir, config)
-        if config.session_config is None:  # As legacy's Estimator filled it in.
-            config = config.replace(session_config=config_lib.default_session_config())
-        self._config = config.replace(model_dir=self._model_dir)
+        self._config = estimator_module.maybe_overwrite_model_dir_and_session_config(
+            config, model_dir)
+        self._model_dir = self._config.model_dir
         self._session_config = self._config.session_config
         # Kept as given (a deep copy), as legacy: a dict subclass or HParams reaches
         # model_fn and input_fn as that type.

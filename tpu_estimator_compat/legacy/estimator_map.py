@@ -394,6 +394,15 @@ PRIVATE_HELPER_NAMES = {
 # own tests and real code reach them (`training._TrainingExecutor`,
 # `estimator._write_dict_to_summary`); each is this library's code with legacy's contract.
 PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
+    "estimator": {
+        # tensorflow-estimator's early stopping and BestExporter tests write eval dirs so.
+        "_write_dict_to_summary": "tpu_estimator_compat.summary.summaries:write_dict_to_summary",
+        "_check_hooks_type": "tpu_estimator_compat.loop.hooks:check_hooks_type",
+        # `keras_lib.model_to_estimator` builds its Estimator's config with it.
+        "maybe_overwrite_model_dir_and_session_config":
+            "tpu_estimator_compat.api.estimator_module:"
+            "maybe_overwrite_model_dir_and_session_config",
+    },
 }
 
 

@@ -503,16 +503,16 @@ def _log_finished(eval_log: progress.EvalLog, started: float | None, global_step
                   results: dict[str, Any], checkpoint: str | None) -> None:
     """Legacy's lines at the end of an evaluation (evaluation.py, estimator.py), in order.
 
-    The results print as legacy's `_dict_to_str` printed them: sorted, `%s` of each value
-    (numpy scalars as `0.6929308`, not the float64 digits an f-string gives), bytes left out.
+    The results print as legacy's `_dict_to_str` printed them (`summaries.dict_to_str`):
+    numpy scalars as `0.6929308`, not the float64 digits an f-string gives.
     """
     eval_log.finish()
     if started is not None:
         logging.legacy_info("Inference Time : %.5fs", time.time() - started)
     logging.legacy_info("Finished evaluation at %s",
                         time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime()))
-    logging.legacy_info("Saving dict for global step %d: %s", global_step, ", ".join(
-        "%s = %s" % (k, v) for k, v in sorted(results.items()) if not isinstance(v, bytes)))
+    logging.legacy_info("Saving dict for global step %d: %s", global_step,
+                        summaries_lib.dict_to_str(results))
     if checkpoint:
         logging.legacy_info("Saving '%s' summary for global step %d: %s", "checkpoint_path",
                             global_step, checkpoint)
