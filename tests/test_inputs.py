@@ -652,6 +652,8 @@ _GET_NEXT_FORMS = {
     # tensorflow/tpu QANet: an initializable iterator whose initializer goes to a collection
     # legacy's Scaffold ran.
     "initializable": lambda it: it.get_next(),
+    # tensorflow-estimator's extenders_test: a dict element whose label the input_fn pops.
+    "dict_element_popped": lambda it: (lambda e: (e, e.pop("y")))(it.get_next()),
 }
 
 
@@ -667,6 +669,8 @@ def test_input_fn_returning_get_next_tensors_takes_a_new_batch_every_step(
     trained on that one batch every step (label_sum 4 * 6 instead of 0 + 1 + ... + 15)."""
     def input_fn(params):
         dataset = _range_dataset(params)
+        if form == "dict_element_popped":
+            dataset = dataset.map(lambda x, y: {"x": x, "y": y})
         if form == "method_form":
             return tf.compat.v1.data.Dataset.range(100).map(
                 lambda i: (tf.fill([2], tf.cast(i, tf.float32)), i)).repeat().batch(

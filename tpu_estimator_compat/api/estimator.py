@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 import os
 import signal
 from typing import Any, Callable, Iterator, Sequence
@@ -44,6 +45,7 @@ from tpu_estimator_compat.step import replica_step
 from tpu_estimator_compat.session import settings as settings_lib
 from tpu_estimator_compat.session import strategy_state as runtime_lib
 from tpu_estimator_compat.checkpoint import safety
+from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat.session import strategy as strategy_lib
 from tpu_estimator_compat.summary import summaries
@@ -142,7 +144,8 @@ class Estimator:
         self._batch_sizes = dict(zip((ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT),
                                      batch_sizes))
         self._eval_on_tpu = eval_on_tpu
-        self._warm_start_from = warm_start_from
+        # Legacy's name: `tf.estimator.add_metrics` passes it on.
+        self._warm_start_settings = warm_start_lib.default_warm_start_settings(warm_start_from)
         self._batch_axis = pad_lib.check_batch_axis(batch_axis)
         self._runtimes: dict[int, runtime_lib.Runtime] = {}
         self._summary_writers = summaries.ModelFnWriters()  # Those model_fn creates.
@@ -282,7 +285,7 @@ class Estimator:
             model_dir=self._model_dir, config=self._config, params=self._params,
             use_tpu=self._use_tpu, batch_axis=self._batch_axis,
             iterations_per_loop=self._iterations_per_loop(),
-            warm_start_from=self._warm_start_from, model_fn=self._model_fn,
+            warm_start_from=self._warm_start_settings, model_fn=self._model_fn,
             embedding=self._embedding, summary_writers=self._summary_writers)
 
     # ------------------------------------------------------------------------------------
@@ -300,6 +303,8 @@ class Estimator:
                 "tf.estimator.train_and_evaluate which calls proper API according to given "
                 "configuration.")
         _validate_steps(steps, max_steps, use_tpu=self._use_tpu)
+        # Legacy's StopAtStepHook stopped at the first step >= the (float) target.
+        steps, max_steps = (None if s is None else math.ceil(s) for s in (steps, max_steps))
         hooks_lib.check_supported(list(hooks or ()), tensors_per_step=not self._use_tpu)
         hooks_lib.check_listeners(list(saving_listeners or ()))
         if parameter_servers.serves(self._config.cluster_info):  # Never returns.
@@ -387,6 +392,7 @@ class Estimator:
         """
         if steps is not None and (isinstance(steps, bool) or steps <= 0):
             raise ValueError(f"Must specify steps > 0, given: {steps}.")
+        steps = None if steps is None else math.ceil(steps)  # As legacy's count of evals.
         on_tpu = self._use_tpu and self._eval_on_tpu
         hooks_lib.check_supported(list(hooks or ()), tensors_per_step=not on_tpu)
         if on_tpu and self._batch_sizes[ModeKeys.EVAL] is None:
@@ -439,7 +445,9 @@ class Estimator:
             embedding=self._embedding, summary_writers=self._summary_writers)
         return export_lib.export_saved_model(
             call_model_fn=functools.partial(_call_for_export, caller),
-            checkpoint_path=checkpoint_path or self._model_dir,
+            checkpoint_path=checkpoint_path or self.latest_checkpoint() or (
+                self._warm_start_settings and self._warm_start_settings.ckpt_to_initialize_from
+            ) or self._model_dir,  # Legacy exported the warm start's values before training.
             export_dir_base=export_dir_base,
             serving_input_receiver_fn=serving_input_receiver_fn,
             assets_extra=assets_extra, as_text=as_text,

@@ -403,6 +403,9 @@ PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
             "tpu_estimator_compat.api.estimator_module:"
             "maybe_overwrite_model_dir_and_session_config",
     },
+    # tensorflow-estimator's keras_test compares a config with it.
+    "run_config": {"get_default_session_config":
+                   "tpu_estimator_compat.config:default_session_config"},
 }
 
 
