@@ -14,6 +14,7 @@ import copy
 import inspect
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from tpu_estimator_compat import log as logging
@@ -175,7 +176,7 @@ def to_dataset(result: Any, *, repeat_tensors: bool,
             f"{type(result).__name__} of {len(result)}: {result!r:.200}. Return "
             "`(features, labels)`, `features` alone, or a `tf.data.Dataset`.")
     if isinstance(result, (tuple, list)):
-        dataset = tf.data.Dataset.from_tensors(tuple(result))
+        dataset = tf.data.Dataset.from_tensors(_sequences_as_tuples(tuple(result)))
     elif isinstance(result, (tf.Tensor, dict)):
         dataset = tf.data.Dataset.from_tensors(result)
     else:
@@ -183,6 +184,21 @@ def to_dataset(result: Any, *, repeat_tensors: bool,
             "input_fn must return a `tf.data.Dataset`, a `(features, labels)` tuple or "
             f"`features`; received {type(result).__name__}: {result!r:.200}.")
     return dataset.repeat() if repeat_tensors else dataset
+
+
+def _sequences_as_tuples(value: Any) -> Any:
+    """`value` with each list of tensors or arrays made a tuple, so that tf.data keeps it a
+    sequence of tensors: it would stack a list into one tensor (or fail on arrays of other
+    shapes). A TF1 model_fn got such a list as it was (Keras models with several inputs:
+    `model_to_estimator`'s `features = [x_a, x_b]`). Nested lists of numbers stay one tensor.
+    """
+    if isinstance(value, dict):
+        return {k: _sequences_as_tuples(v) for k, v in value.items()}
+    if isinstance(value, tuple) or (isinstance(value, list) and any(
+            isinstance(v, (tf.Tensor, np.ndarray, dict)) for v in value)):
+        items = [_sequences_as_tuples(v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    return value
 
 
 def split_element(element: Any) -> tuple[Any, Any]:
