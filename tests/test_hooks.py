@@ -8,7 +8,9 @@ import pytest
 import tensorflow as tf
 
 import models
+import tpu_estimator_compat
 from tpu_estimator_compat import ModeKeys, RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat.loop import hooks as hooks_lib
 
 v1 = tf.compat.v1
 
@@ -465,3 +467,17 @@ def test_a_hooks_own_variable_is_not_required_by_later_restores(tmp_path):
     assert est.evaluate(input_fn, steps=1)["global_step"] == 4
     est.train(input_fn, steps=4)  # Resumes from a checkpoint without STOP.
     assert tf.train.load_checkpoint(est.latest_checkpoint()).get_tensor("global_step") == 8
+
+
+def test_check_hooks_type_is_legacy_s_private_check():
+    tpu_estimator_compat.install_aliases()  # Serves legacy's module paths.
+    from tensorflow.python.estimator import estimator  # pylint: disable=g-direct-tensorflow-import
+
+    check = estimator._check_hooks_type  # pylint: disable=protected-access
+    assert check is hooks_lib.check_hooks_type
+    hook = tf.compat.v1.train.StopAtStepHook(last_step=3)
+    assert check(None) == [] and check((hook,)) == [hook]
+    given = [hook]
+    assert check(given) is not given  # A new list: InMemoryEvaluatorHook extends it.
+    with pytest.raises(TypeError, match="Hooks must be a SessionRunHook, given: 'not a hook'"):
+        check([hook, "not a hook"])

@@ -107,7 +107,10 @@ def test_eval_events_written_and_read_back(trained):
     assert seen["accuracy"][0] == 7
     assert seen["accuracy"][1].simple_value == pytest.approx(float(results["accuracy"]))
     assert seen["loss"][1].simple_value == pytest.approx(float(results["loss"]))
-    assert seen["checkpoint_path"][1].metadata.plugin_data.plugin_name == "text"
+    # Legacy's `_write_checkpoint_path_to_summary`: a string tensor, no plugin metadata.
+    checkpoint = seen["checkpoint_path"][1]
+    assert tf.make_ndarray(checkpoint.tensor).item().decode() == trained.latest_checkpoint()
+    assert not checkpoint.HasField("metadata")
     assert "global_step" not in seen
 
 

@@ -652,6 +652,8 @@ _GET_NEXT_FORMS = {
     # tensorflow/tpu QANet: an initializable iterator whose initializer goes to a collection
     # legacy's Scaffold ran.
     "initializable": lambda it: it.get_next(),
+    # tensorflow-estimator's extenders_test: a dict element whose label the input_fn pops.
+    "dict_element_popped": lambda it: (lambda e: (e, e.pop("y")))(it.get_next()),
 }
 
 
@@ -667,6 +669,8 @@ def test_input_fn_returning_get_next_tensors_takes_a_new_batch_every_step(
     trained on that one batch every step (label_sum 4 * 6 instead of 0 + 1 + ... + 15)."""
     def input_fn(params):
         dataset = _range_dataset(params)
+        if form == "dict_element_popped":
+            dataset = dataset.map(lambda x, y: {"x": x, "y": y})
         if form == "method_form":
             return tf.compat.v1.data.Dataset.range(100).map(
                 lambda i: (tf.fill([2], tf.cast(i, tf.float32)), i)).repeat().batch(
@@ -758,3 +762,16 @@ def test_estimator_calls_leave_their_iterators_to_the_release_thread(tmp_path, m
             models.digits_input_fn(n=64, flat=True, repeat=False)))) == 64
     assert made
     assert _wait_for(made[-1]) == ["iterator_release"]
+
+
+def test_lists_of_arrays_stay_sequences_of_tensors():
+    """A TF1 model_fn got input_fn's list of tensors as a list (Keras models with several
+    inputs); tf.data would stack it, or fail on arrays of other shapes or dtypes."""
+    from tpu_estimator_compat.inputs import call
+
+    features = [np.zeros([4, 2], np.float32), np.array(["a", "b", "c", "d"])]
+    labels = [np.ones([4, 1], np.float32), [[1, 2], [3, 4]]]
+    element = next(iter(call.to_dataset((features, labels), repeat_tensors=False)))
+    (x, names), (y, pairs) = element
+    assert x.shape == (4, 2) and names.dtype == tf.string and y.shape == (4, 1)
+    assert pairs.shape == (2, 2)  # Nested numbers are one tensor, as a TF op made them.

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import models
+import tpu_estimator_compat
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
 from tpu_estimator_compat.summary import summaries
 
@@ -675,3 +676,56 @@ def test_eval_results_are_written_as_legacys_estimator_wrote_them(tmp_path):
     assert sorted(values) == ["accuracy", "foo/0", "foo/1", "pmt"]
     assert values["foo/1"].simple_value == 2.0 and values["accuracy"].simple_value == 0.5
     assert tf.make_ndarray(values["pmt"].tensor).tolist() == [1.0, 0.5, 0.0]
+
+
+# `_write_dict_to_summary` and `_write_checkpoint_path_to_summary` of tensorflow-estimator
+# 2.15.0, run on the legacy stack (TF 2.15.1) with the dict below at step 5; the events'
+# `summary.SerializeToString()`:
+#   TF_ENABLE_ONEDNN_OPTS=0 /work/main/.venv-legacy/bin/python tests/legacy_recorder/write_dict_to_summary.py
+_LEGACY_DICT_EVENT = (b"\n\x08\n\x01b\x15\x00\x00\x00?\n\x08\n\x01a\x15\x00\x00@@\n\x08\n\x01t\x15"
+                      b"\x00\x00\x80?\n\x16\n\x01z:\x01zB\x0e\x08\x02\x12\x002\x08\x00\x00\x00"
+                      b"\x00\x00\x00\x00@\n\x0c\n\x05img/0\x15\x00\x00\x80?\n\x08\n\x01g\x15\x00"
+                      b"\x00 @")
+_LEGACY_CHECKPOINT_EVENT = b"\n(\n\x0fcheckpoint_pathB\x15\x08\x07\x12\x00B\x0f/x/model.ckpt-5"
+
+
+def _legacy_recorder_dict():
+    image = tf.compat.v1.Summary(value=[
+        tf.compat.v1.Summary.Value(tag="a", simple_value=1.0)]).SerializeToString()
+    # Insertion order is the events' order; float16, np.bool_, bad bytes and a nest are
+    # skipped with legacy's warning, None and global_step silently.
+    return {"b": np.float32(0.5), "a": 3, "t": True, "f16": np.float16(1), "nb": np.bool_(True),
+            "z": np.array(2.0), "img": image, "bad": b"\xff\xff", "nest": (1.0, 2),
+            "g": np.float64(2.5), "global_step": 5, "none": None}
+
+
+def _events(log_dir):
+    return [(event.step, event.summary.SerializeToString())
+            for path in sorted(glob.glob(os.path.join(str(log_dir), "events*")))
+            for event in tf.compat.v1.train.summary_iterator(path) if event.HasField("summary")]
+
+
+def test_write_dict_to_summary_writes_legacys_event_bytes(tmp_path, caplog):
+    caplog.set_level("INFO")
+    summaries.write_dict_to_summary(str(tmp_path), _legacy_recorder_dict(), 5)
+    assert _events(tmp_path) == [(5, _LEGACY_DICT_EVENT)]
+    assert "Saving dict for global step 5: a = 3, b = 0.5, f16 = 1.0" in caplog.text
+    assert "Skipping summary for f16, must be a float" in caplog.text
+    assert "Skipping summary for bad, cannot parse string to Summary." in caplog.text
+
+
+def test_evaluate_s_events_are_legacy_s_dict_event_then_its_checkpoint_event(tmp_path):
+    summaries.write_eval_summaries(str(tmp_path), _legacy_recorder_dict(), 5, "/x/model.ckpt-5")
+    assert _events(tmp_path) == [(5, _LEGACY_DICT_EVENT), (5, _LEGACY_CHECKPOINT_EVENT)]
+
+
+def test_write_dict_to_summary_is_served_at_legacy_s_estimator_module(tmp_path):
+    tpu_estimator_compat.install_aliases()  # Serves legacy's module paths.
+    from tensorflow.python.estimator import estimator  # pylint: disable=g-direct-tensorflow-import
+
+    assert estimator._write_dict_to_summary is summaries.write_dict_to_summary  # pylint: disable=protected-access
+    for step, loss in ((1, 50), (2, 60)):  # tensorflow-estimator's exporter_test writes so.
+        estimator._write_dict_to_summary(str(tmp_path), {"loss": loss}, step)  # pylint: disable=protected-access
+    read = [(step, tf.compat.v1.Summary.FromString(data).value[0].simple_value)
+            for step, data in _events(tmp_path)]
+    assert read == [(1, 50.0), (2, 60.0)]

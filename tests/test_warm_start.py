@@ -10,6 +10,7 @@ import models
 from tpu_estimator_compat import (EstimatorSpec, RunConfig, TPUConfig, TPUEstimator,
                                   TPUEstimatorSpec)
 from tpu_estimator_compat.checkpoint.warm_start import WarmStartSettings
+from tpu_estimator_compat.export import serving
 
 v1 = tf.compat.v1
 
@@ -384,3 +385,95 @@ def test_a_scaffold_saver_built_in_model_fn_keeps_and_restores_as_legacy(tmp_pat
     results = est.evaluate(input_fn, steps=1)
     np.testing.assert_allclose(results["w0"], 2.3720722, rtol=1e-5)
     np.testing.assert_allclose(results["loss"], 0.55144525, rtol=1e-5)
+
+
+# Legacy Estimator's `_warm_start_settings`, and warm start in evaluate, predict and export
+# (`model_to_estimator` evaluates and exports the Keras weights before any training).
+
+
+def test_default_warm_start_settings_are_legacy_s(tmp_path):
+    from tpu_estimator_compat.checkpoint.warm_start import default_warm_start_settings
+
+    assert default_warm_start_settings(None) is None
+    given = WarmStartSettings(str(tmp_path), vars_to_warm_start="w")
+    assert default_warm_start_settings(given) is given
+    assert default_warm_start_settings(b"/ckpt/model.ckpt-3") == WarmStartSettings(
+        "/ckpt/model.ckpt-3")
+    saved_model = tmp_path / "1234"  # A SavedModel: its variables are the checkpoint.
+    (saved_model / "variables").mkdir(parents=True)
+    (saved_model / "variables" / "variables.index").write_bytes(b"")
+    assert default_warm_start_settings(str(saved_model)).ckpt_to_initialize_from == str(
+        saved_model / "variables" / "variables")
+    with pytest.raises(ValueError, match="warm_start_from must be a string or a "
+                                         "WarmStartSettings, instead got <class 'int'>"):
+        default_warm_start_settings(3)
+
+
+def _linear_spec_model_fn(features, labels, mode):
+    w = v1.get_variable("w", [64, 10], initializer=v1.zeros_initializer())
+    logits = tf.matmul(features["x"] if isinstance(features, dict) else features, w)
+    if mode == "infer":
+        return EstimatorSpec(mode, predictions={"logits": logits})
+    loss = v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+    train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=v1.train.get_global_step())
+    return EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def _digits_batches(n=32):
+    x, y = models.digits(n, flat=True)
+    return x, y, lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(n)
+
+
+def test_object_based_checkpoint_warm_starts_evaluate_and_predict_before_training(tmp_path):
+    """A `tf.train.Checkpoint` (Keras `save_weights`) keys `w` by its object path; legacy's
+    warm start found it through the checkpoint's object graph."""
+    from tpu_estimator_compat.api.estimator import Estimator
+
+    w = np.random.RandomState(0).randn(64, 10).astype(np.float32)
+    prefix = tf.train.Checkpoint(layer=tf.Variable(w, name="w")).write(str(tmp_path / "obj"))
+    assert "w" not in dict(tf.train.list_variables(prefix))  # Keyed `layer/.ATTRIBUTES/...`.
+    est = Estimator(_linear_spec_model_fn, model_dir=str(tmp_path / "model"),
+                    warm_start_from=prefix)
+    assert est._warm_start_settings == WarmStartSettings(prefix)  # pylint: disable=protected-access
+    x, y, input_fn = _digits_batches()
+    logits = x @ w
+    expected = np.mean(np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1))
+                       + logits.max(1) - logits[np.arange(len(y)), y])
+    assert est.evaluate(input_fn)["loss"] == pytest.approx(expected, rel=1e-5)
+    predicted = np.stack([p["logits"] for p in est.predict(lambda: input_fn().map(
+        lambda f, _: f))])
+    np.testing.assert_allclose(predicted, logits, rtol=1e-5, atol=1e-5)
+
+
+def test_export_before_training_exports_the_warm_start_checkpoint(tmp_path):
+    from tpu_estimator_compat.api.estimator import Estimator
+
+    w = np.full([64, 10], 0.25, np.float32)
+    with tf.Graph().as_default(), v1.Session() as sess:
+        v1.get_variable("w", initializer=w)
+        v1.train.create_global_step()  # As model_to_estimator's first checkpoint has it.
+        sess.run(v1.global_variables_initializer())
+        v1.train.Saver().save(sess, str(tmp_path / "ws" / "model.ckpt"))
+    est = Estimator(_linear_spec_model_fn, model_dir=str(tmp_path / "model"),
+                    warm_start_from=str(tmp_path / "ws"))
+
+    def serving_input_receiver_fn():
+        x = v1.placeholder(tf.float32, [None, 64])
+        return serving.ServingInputReceiver({"x": x}, {"x": x})
+
+    export_dir = est.export_saved_model(str(tmp_path / "export"), serving_input_receiver_fn)
+    variables = os.path.join(export_dir.decode(), "variables", "variables")
+    np.testing.assert_array_equal(tf.train.load_variable(variables, "w"), w)
+
+
+def test_float_steps_train_up_to_legacy_s_stop_step(tmp_path):
+    """Legacy's StopAtStepHook stopped at the first step >= start + steps (keras_test trains
+    `steps=_TRAIN_SIZE / 16`)."""
+    from tpu_estimator_compat.api.estimator import Estimator
+
+    est = Estimator(_linear_spec_model_fn, model_dir=str(tmp_path))
+    _, _, input_fn = _digits_batches()
+    est.train(lambda: input_fn().repeat(), steps=2.5)
+    assert est.get_variable_value("global_step") == 3
+    assert est.evaluate(input_fn, steps=0.5)["global_step"] == 3

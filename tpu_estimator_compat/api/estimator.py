@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 import os
 import signal
 from typing import Any, Callable, Iterator, Sequence
@@ -28,6 +29,7 @@ from tpu_estimator_compat import config as config_lib
 from tpu_estimator_compat.step import cross_shard
 from tpu_estimator_compat.v1_state import eager_scope
 from tpu_estimator_compat.embedding import engine as embedding_lib
+from tpu_estimator_compat.api import estimator_module
 from tpu_estimator_compat.embedding import config as embedding_config_lib
 from tpu_estimator_compat.export import saved_model as export_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
@@ -43,6 +45,7 @@ from tpu_estimator_compat.step import replica_step
 from tpu_estimator_compat.session import settings as settings_lib
 from tpu_estimator_compat.session import strategy_state as runtime_lib
 from tpu_estimator_compat.checkpoint import safety
+from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
 from tpu_estimator_compat import spec as spec_lib
 from tpu_estimator_compat import tpu_config as tpu_config_lib
 from tpu_estimator_compat.session import strategy as strategy_lib
@@ -130,10 +133,9 @@ class Estimator:
         _check_members_not_overridden(self)
         self._embedding = embedding
         self._plain = plain
-        self._model_dir = config_lib.validate_model_dir(model_dir, config)
-        if config.session_config is None:  # As legacy's Estimator filled it in.
-            config = config.replace(session_config=config_lib.default_session_config())
-        self._config = config.replace(model_dir=self._model_dir)
+        self._config = estimator_module.maybe_overwrite_model_dir_and_session_config(
+            config, model_dir)
+        self._model_dir = self._config.model_dir
         self._session_config = self._config.session_config
         # Kept as given (a deep copy), as legacy: a dict subclass or HParams reaches
         # model_fn and input_fn as that type.
@@ -143,7 +145,8 @@ class Estimator:
         self._batch_sizes = dict(zip((ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT),
                                      batch_sizes))
         self._eval_on_tpu = eval_on_tpu
-        self._warm_start_from = warm_start_from
+        # Legacy's name: `tf.estimator.add_metrics` passes it on.
+        self._warm_start_settings = warm_start_lib.default_warm_start_settings(warm_start_from)
         self._batch_axis = pad_lib.check_batch_axis(batch_axis)
         self._runtimes: dict[int, runtime_lib.Runtime] = {}
         self._summary_writers = summaries.ModelFnWriters()  # Those model_fn creates.
@@ -285,7 +288,7 @@ class Estimator:
             iterations_per_loop=self._iterations_per_loop(),
             train_steps_per_call=(settings_lib.PLAIN_TRAIN_STEPS_PER_CALL if self._plain
                                   else None),
-            warm_start_from=self._warm_start_from, model_fn=self._model_fn,
+            warm_start_from=self._warm_start_settings, model_fn=self._model_fn,
             embedding=self._embedding, summary_writers=self._summary_writers)
 
     # ------------------------------------------------------------------------------------
@@ -303,6 +306,8 @@ class Estimator:
                 "tf.estimator.train_and_evaluate which calls proper API according to given "
                 "configuration.")
         _validate_steps(steps, max_steps, use_tpu=self._use_tpu)
+        # Legacy's StopAtStepHook stopped at the first step >= the (float) target.
+        steps, max_steps = (None if s is None else math.ceil(s) for s in (steps, max_steps))
         hooks_lib.check_supported(list(hooks or ()), tensors_per_step=not self._use_tpu)
         hooks_lib.check_listeners(list(saving_listeners or ()))
         if parameter_servers.serves(self._config.cluster_info):  # Never returns.
@@ -390,6 +395,7 @@ class Estimator:
         """
         if steps is not None and (isinstance(steps, bool) or steps <= 0):
             raise ValueError(f"Must specify steps > 0, given: {steps}.")
+        steps = None if steps is None else math.ceil(steps)  # As legacy's count of evals.
         on_tpu = self._use_tpu and self._eval_on_tpu
         hooks_lib.check_supported(list(hooks or ()), tensors_per_step=not on_tpu)
         if on_tpu and self._batch_sizes[ModeKeys.EVAL] is None:
@@ -442,7 +448,9 @@ class Estimator:
             embedding=self._embedding, summary_writers=self._summary_writers)
         return export_lib.export_saved_model(
             call_model_fn=functools.partial(_call_for_export, caller),
-            checkpoint_path=checkpoint_path or self._model_dir,
+            checkpoint_path=checkpoint_path or self.latest_checkpoint() or (
+                self._warm_start_settings and self._warm_start_settings.ckpt_to_initialize_from
+            ) or self._model_dir,  # Legacy exported the warm start's values before training.
             export_dir_base=export_dir_base,
             serving_input_receiver_fn=serving_input_receiver_fn,
             assets_extra=assets_extra, as_text=as_text,

@@ -54,6 +54,32 @@ class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
                                var_name_to_vocab_info or {}, dict(var_name_to_prev_var_name or {}))
 
 
+def default_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
+    """Legacy's `_get_default_warm_start_settings`: an Estimator's `warm_start_from` as the
+    `WarmStartSettings` it keeps (`Estimator._warm_start_settings`, which
+    `tf.estimator.add_metrics` passes on to the estimator it builds).
+
+    A path is a checkpoint (file or directory), or a SavedModel directory when it holds
+    `variables/variables.index` (then its `variables/variables`).
+
+    Raises:
+        ValueError: `warm_start_from` is neither None, a string nor a WarmStartSettings.
+    """
+    if warm_start_from is None or isinstance(warm_start_from, WarmStartSettings):
+        return warm_start_from
+    if not isinstance(warm_start_from, (str, bytes)):
+        raise ValueError(
+            "warm_start_from must be a string or a WarmStartSettings, instead got "
+            f"{type(warm_start_from)}. Pass a checkpoint path, a SavedModel directory or "
+            "tf.estimator.WarmStartSettings(...).")
+    path = tf.compat.as_text(warm_start_from)
+    variables = tf.io.gfile.join(path, "variables", "variables")
+    if tf.io.gfile.exists(variables + ".index"):
+        logging.legacy_info("Warm-starting from a SavedModel")
+        return WarmStartSettings(ckpt_to_initialize_from=variables)
+    return WarmStartSettings(ckpt_to_initialize_from=path)
+
+
 def _checkpoint_file(path: str) -> str:
     if tf.io.gfile.isdir(path):
         latest = tf.train.latest_checkpoint(path)
@@ -267,6 +293,27 @@ def restore_through_map(checkpoint: str, var_map: Mapping[str, Any]) -> None:
                  len(var_map), checkpoint)
 
 
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def object_checkpoint_keys(reader: Any) -> dict[str, str]:
+    """{variable name: checkpoint key} of an object-based checkpoint (`tf.train.Checkpoint`,
+    Keras `save_weights`), {} for a name-based one.
+
+    Legacy's warm start found a variable `dense/bias` in an object-based checkpoint through
+    the names its object graph recorded (`layer_with_weights-0/bias/.ATTRIBUTES/...`):
+    `model_to_estimator` warm-starts from such a checkpoint of the Keras weights.
+    """
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    if not reader.has_tensor(_OBJECT_GRAPH_KEY):
+        return {}
+    graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(
+        reader.get_tensor(_OBJECT_GRAPH_KEY))
+    return {attribute.full_name: attribute.checkpoint_key
+            for node in graph.nodes for attribute in node.attributes}
+
+
 def warm_start(settings: str | WarmStartSettings, variables: Mapping[str, tf.Variable],
                trainable: set[str]) -> int:
     """Applies legacy warm-start semantics; returns how many variables were initialised.
@@ -280,6 +327,7 @@ def warm_start(settings: str | WarmStartSettings, variables: Mapping[str, tf.Var
     logging.legacy_info("Warm-starting from: %s", settings.ckpt_to_initialize_from)
     reader = tf.train.load_checkpoint(path)
     shapes = reader.get_variable_to_shape_map()
+    keys = object_checkpoint_keys(reader)
     selector = settings.vars_to_warm_start
     if selector is None:
         return 0
@@ -292,6 +340,7 @@ def warm_start(settings: str | WarmStartSettings, variables: Mapping[str, tf.Var
     count = 0
     for name in candidates:
         source = settings.var_name_to_prev_var_name.get(name, name)
+        source = keys.get(source, source)
         if source not in shapes:
             logging.warning("Warm start: %s not found in %s; left as initialised.", source, path)
             continue

@@ -14,6 +14,7 @@ import copy
 import inspect
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from tpu_estimator_compat import log as logging
@@ -75,13 +76,15 @@ def call_input_fn(input_fn: Callable[..., Any], *, params: dict[str, Any], confi
 
 
 def recording_get_next(original: Callable[..., Any], records: list) -> Callable[..., Any]:
-    """The replacement of patch `inputs.iterator_get_next`: notes (dataset, element)."""
+    """The replacement of patch `inputs.iterator_get_next`: notes (dataset, the element's
+    leaves), the leaves as get_next gave them: input_fns edit the element dict it returns
+    (`labels = features.pop('y')`), which must not change what was drawn."""
 
     def get_next(self: Any) -> Any:
         element = original(self)
         dataset = getattr(self, "_dataset", None)
         if dataset is not None:
-            records.append((dataset, element))
+            records.append((dataset, tuple(tf.nest.flatten(element))))
         return element
 
     get_next.__doc__ = original.__doc__
@@ -121,7 +124,7 @@ def eager_initializable_iterator(original: Callable[..., Any]) -> Callable[..., 
     return make_initializable_iterator
 
 
-def _from_iterator(result: Any, records: Sequence[tuple[Any, Any]]) -> Any:
+def _from_iterator(result: Any, records: Sequence[tuple[Any, tuple[Any, ...]]]) -> Any:
     """The dataset `result`'s tensors were drawn from by `get_next()`, restructured as
     `result`; None when they came from no iterator (constants: the same batch every step).
 
@@ -129,8 +132,8 @@ def _from_iterator(result: Any, records: Sequence[tuple[Any, Any]]) -> Any:
     runs eagerly here, where it gives the first batch's values.
     """
     leaves = tf.nest.flatten(result)
-    for dataset, element in records:
-        positions = {id(t): i for i, t in enumerate(tf.nest.flatten(element))}
+    for dataset, drawn_leaves in records:
+        positions = {id(t): i for i, t in enumerate(drawn_leaves)}
         if leaves and all(id(leaf) in positions for leaf in leaves):
             picks = [positions[id(leaf)] for leaf in leaves]
 
@@ -141,7 +144,7 @@ def _from_iterator(result: Any, records: Sequence[tuple[Any, Any]]) -> Any:
             logging.info("input_fn returned iterator.get_next() tensors: every step takes "
                          "the next element of their dataset, as in a TF1 graph.")
             return dataset.map(plain_graph(restructure))
-    drawn = {id(t) for _, element in records for t in tf.nest.flatten(element)}
+    drawn = {id(t) for _, drawn_leaves in records for t in drawn_leaves}
     if any(id(leaf) in drawn for leaf in leaves):
         raise ValueError(
             "input_fn returned tensors computed from `iterator.get_next()` together with "
@@ -158,7 +161,7 @@ def to_dataset(result: Any, *, repeat_tensors: bool,
 
     A `(features, labels)` tuple of tensors stands for "the same batch every step", as the
     tensors did in a TF1 graph, so it repeats; tensors `iterator.get_next()` drew from a
-    dataset (`iterated`: the (dataset, element) pairs input_fn's get_next calls gave) stand
+    dataset (`iterated`: (dataset, element leaves) per get_next call input_fn made) stand
     for that dataset's elements, one per step.
     """
     if isinstance(result, tf.data.Dataset):
@@ -173,7 +176,7 @@ def to_dataset(result: Any, *, repeat_tensors: bool,
             f"{type(result).__name__} of {len(result)}: {result!r:.200}. Return "
             "`(features, labels)`, `features` alone, or a `tf.data.Dataset`.")
     if isinstance(result, (tuple, list)):
-        dataset = tf.data.Dataset.from_tensors(tuple(result))
+        dataset = tf.data.Dataset.from_tensors(_sequences_as_tuples(tuple(result)))
     elif isinstance(result, (tf.Tensor, dict)):
         dataset = tf.data.Dataset.from_tensors(result)
     else:
@@ -181,6 +184,21 @@ def to_dataset(result: Any, *, repeat_tensors: bool,
             "input_fn must return a `tf.data.Dataset`, a `(features, labels)` tuple or "
             f"`features`; received {type(result).__name__}: {result!r:.200}.")
     return dataset.repeat() if repeat_tensors else dataset
+
+
+def _sequences_as_tuples(value: Any) -> Any:
+    """`value` with each list of tensors or arrays made a tuple, so that tf.data keeps it a
+    sequence of tensors: it would stack a list into one tensor (or fail on arrays of other
+    shapes). A TF1 model_fn got such a list as it was (Keras models with several inputs:
+    `model_to_estimator`'s `features = [x_a, x_b]`). Nested lists of numbers stay one tensor.
+    """
+    if isinstance(value, dict):
+        return {k: _sequences_as_tuples(v) for k, v in value.items()}
+    if isinstance(value, tuple) or (isinstance(value, list) and any(
+            isinstance(v, (tf.Tensor, np.ndarray, dict)) for v in value)):
+        items = [_sequences_as_tuples(v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    return value
 
 
 def split_element(element: Any) -> tuple[Any, Any]:

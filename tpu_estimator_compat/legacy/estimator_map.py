@@ -441,6 +441,18 @@ PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
     },
     # TPUEstimator's RunConfig; the `run_config` module's is `tf.estimator.RunConfig`.
     "tpu.tpu_config": {"RunConfig": "tpu_estimator_compat.config:RunConfig"},
+    "estimator": {
+        # tensorflow-estimator's early stopping and BestExporter tests write eval dirs so.
+        "_write_dict_to_summary": "tpu_estimator_compat.summary.summaries:write_dict_to_summary",
+        "_check_hooks_type": "tpu_estimator_compat.loop.hooks:check_hooks_type",
+        # `keras_lib.model_to_estimator` builds its Estimator's config with it.
+        "maybe_overwrite_model_dir_and_session_config":
+            "tpu_estimator_compat.api.estimator_module:"
+            "maybe_overwrite_model_dir_and_session_config",
+    },
+    # tensorflow-estimator's keras_test compares a config with it.
+    "run_config": {"get_default_session_config":
+                   "tpu_estimator_compat.config:default_session_config"},
 }
 
 

@@ -77,17 +77,28 @@ def check_listeners(listeners: Sequence[Any]) -> None:
                 f"{listener!r}. Pass tf.compat.v1.train.CheckpointSaverListener instances.")
 
 
-def check_supported(hooks: Sequence[Any], *, tensors_per_step: bool = False) -> None:
-    """Refuses hooks this shim cannot honour, before any step runs.
+def check_hooks_type(hooks: Sequence[Any] | None) -> list[Any]:
+    """Legacy `estimator._check_hooks_type`: `hooks` as a list, or legacy's TypeError for one
+    that is no SessionRunHook (an object with its four methods passes too).
 
-    `tensors_per_step`: hooks may fetch model_fn tensors (training on legacy's CPU path).
+    tensorflow-estimator's `InMemoryEvaluatorHook` checks its `hooks` argument with it.
     """
+    hooks = list(hooks or [])
     for hook in hooks:
         if not all(hasattr(hook, m) for m in ("begin", "before_run", "after_run", "end")):
             raise TypeError(
                 f"Hooks must be a SessionRunHook, given: {hook!r}. Pass "
                 "tf.compat.v1.train.SessionRunHook instances (or objects with begin, "
                 "before_run, after_run and end).")
+    return hooks
+
+
+def check_supported(hooks: Sequence[Any], *, tensors_per_step: bool = False) -> None:
+    """Refuses hooks this shim cannot honour, before any step runs.
+
+    `tensors_per_step`: hooks may fetch model_fn tensors (training on legacy's CPU path).
+    """
+    for hook in check_hooks_type(hooks):
         if (isinstance(hook, _builtin_hook_types(tensors_per_step))
                 and not isinstance(hook, _RESHAPED)):
             per_step = (" With use_tpu=True hooks run once per loop, outside the compiled "

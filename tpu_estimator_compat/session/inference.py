@@ -213,7 +213,7 @@ def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
         built = _build_loop(loops, iterator)
         logging.legacy_info("Done calling model_fn.")
         started = _start(mode)
-        _restore(runtime, built.record, checkpoint, loops.init_plan)
+        _restore(runtime, built.record, checkpoint, loops.init_plan, settings.warm_start_from)
     loop_steps, first_loop = _loop_sizes(settings, runtime, plan, mode, on_tpu,
                                          lambda: built.loop.trace(iterator))
     session = InferenceSession(runtime, built.loop, built.record, iterator, loop_steps, None,
@@ -335,14 +335,17 @@ def _build_loop(loops: _Loops, iterator: Any) -> _Built:
 
 
 def _restore(runtime: runtime_lib.Runtime, record: replica_step.TraceRecord,
-             checkpoint: str | None, init_plan: warm_start_lib.InitPlan) -> None:
+             checkpoint: str | None, init_plan: warm_start_lib.InitPlan,
+             warm_start_from: Any = None) -> None:
     """Sets the variables the loop reads, as legacy's new evaluation graph was set.
 
     From `checkpoint` through the variable map of scaffold_fn's or the spec's Scaffold Saver
     when there is one (the EMA values into the model's variables: tensorflow/tpu QANet's
     evaluation), else by name; without a checkpoint, from the initializers, which
     init_from_checkpoint had set to the mapped checkpoint's values (canine/tydiqa predicts
-    from --init_checkpoint this way): the runtime is new, its variables fresh. Local
+    from --init_checkpoint this way), then from `warm_start_from` (legacy's
+    `_maybe_warm_start` in evaluate and predict: `model_to_estimator` evaluates the Keras
+    weights before any training): the runtime is new, its variables fresh. Local
     variables (metric accumulators) start at zero.
     """
     saver_map = None
@@ -359,7 +362,11 @@ def _restore(runtime: runtime_lib.Runtime, record: replica_step.TraceRecord,
         checkpoints_lib.V1Saver(runtime.registry.by_name(),
                                 runtime.registry.optional_names()).restore(checkpoint)
     else:
-        init_plan.apply(runtime.registry.by_name())
+        variables = runtime.registry.by_name()
+        init_plan.apply(variables)
+        if warm_start_from is not None:
+            warm_start_lib.warm_start(warm_start_from, variables,
+                                      runtime.registry.trainable_names())
     runtime.registry.reset_local_variables()
 
 
@@ -503,16 +510,16 @@ def _log_finished(eval_log: progress.EvalLog, started: float | None, global_step
                   results: dict[str, Any], checkpoint: str | None) -> None:
     """Legacy's lines at the end of an evaluation (evaluation.py, estimator.py), in order.
 
-    The results print as legacy's `_dict_to_str` printed them: sorted, `%s` of each value
-    (numpy scalars as `0.6929308`, not the float64 digits an f-string gives), bytes left out.
+    The results print as legacy's `_dict_to_str` printed them (`summaries.dict_to_str`):
+    numpy scalars as `0.6929308`, not the float64 digits an f-string gives.
     """
     eval_log.finish()
     if started is not None:
         logging.legacy_info("Inference Time : %.5fs", time.time() - started)
     logging.legacy_info("Finished evaluation at %s",
                         time.strftime("%Y-%m-%d-%H:%M:%S", time.localtime()))
-    logging.legacy_info("Saving dict for global step %d: %s", global_step, ", ".join(
-        "%s = %s" % (k, v) for k, v in sorted(results.items()) if not isinstance(v, bytes)))
+    logging.legacy_info("Saving dict for global step %d: %s", global_step,
+                        summaries_lib.dict_to_str(results))
     if checkpoint:
         logging.legacy_info("Saving '%s' summary for global step %d: %s", "checkpoint_path",
                             global_step, checkpoint)

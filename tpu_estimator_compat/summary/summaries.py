@@ -34,12 +34,20 @@ LOSS_TAG = "loss"
 
 
 def _summary_values(tag: str, value: Any) -> list[Any]:
-    """The Summary values legacy's Estimator wrote for one result of evaluate().
+    """The Summary values legacy's `_write_dict_to_summary` wrote for one entry of a dict.
 
-    A number: a scalar. A serialized `Summary` (a `tf.compat.v1.summary.image` metric's
-    value): its values, tagged `<tag>/<i>`. An array: a tensor value. Anything else (a
-    nest of values) is left out, as legacy left it out.
+    Its type rules, kept exactly: a Python or numpy float32/float64 and a Python, int32 or
+    int64 integer (bool too, a Python int) are a scalar; a serialized `Summary` (a
+    `tf.compat.v1.summary.image` metric's value) is its values, tagged `<tag>/<i>`; an
+    `np.ndarray` (0-d too) is a tensor value; anything else (float16, np.bool_, a nest) is
+    skipped with legacy's warning, and None silently.
     """
+    if value is None:
+        return []
+    if isinstance(value, (np.float32, float)):
+        return [_Summary.Value(tag=tag, simple_value=float(value))]
+    if isinstance(value, (np.int64, np.int32, int)):
+        return [_Summary.Value(tag=tag, simple_value=int(value))]
     if isinstance(value, bytes):
         try:
             parsed = _Summary.FromString(value)
@@ -50,35 +58,62 @@ def _summary_values(tag: str, value: Any) -> list[Any]:
         for i, item in enumerate(parsed.value):
             item.tag = f"{tag}/{i}"
         return list(parsed.value)
-    if tf.nest.is_nested(value):
-        return []
-    array = np.asarray(value)
-    if not np.issubdtype(array.dtype, np.number) and array.dtype != bool:
-        return []
-    if array.shape == ():
-        return [_Summary.Value(tag=tag, simple_value=float(array))]
-    return [_Summary.Value(tag=tag, node_name=tag, tensor=tf.make_tensor_proto(array))]
+    if isinstance(value, np.ndarray):
+        logging.legacy_info(
+            "Summary for np.ndarray is not visible in Tensorboard by default. Consider using "
+            "a Tensorboard plugin for visualization (see https://github.com/tensorflow/"
+            "tensorboard-plugin-example/blob/master/README.md for more information).")
+        return [_Summary.Value(tag=tag, node_name=tag, tensor=tf.make_tensor_proto(value))]
+    logging.legacy_warning("Skipping summary for %s, must be a float, np.float32, np.int64, "
+                           "np.int32 or int or np.ndarray or a serialized string of Summary.",
+                           tag)
+    return []
 
 
-def _text_value(tag: str, text: str) -> Any:
-    value = _Summary.Value(tag=tag, tensor=tf.make_tensor_proto(text))
-    value.metadata.plugin_data.plugin_name = "text"
-    return value
+def _write_dict_event(output_dir: str, dictionary: Mapping[str, Any], global_step: int) -> None:
+    """One event at `global_step` holding `dictionary`'s values, in its order, but
+    `global_step` (legacy's `_write_dict_to_summary` without its log line)."""
+    values = [summary_value for tag, value in dictionary.items() if tag != "global_step"
+              for summary_value in _summary_values(tag, value)]
+    events = events_file.cached(output_dir)
+    events.write([(time.time(), int(global_step), _Summary(value=values).SerializeToString())])
+    events.flush()
+
+
+def write_dict_to_summary(output_dir: str, dictionary: Mapping[str, Any],
+                          current_global_step: int) -> None:
+    """Legacy `estimator._write_dict_to_summary`: logs `Saving dict for global step N: ...`
+    and writes `dictionary` as one event into `output_dir`'s events file.
+
+    tensorflow-estimator's early stopping and `BestExporter` read eval dirs written so (its
+    tests write them with this function); evaluate() writes its results with the same event
+    (`write_eval_summaries`).
+    """
+    logging.legacy_info("Saving dict for global step %d: %s", current_global_step,
+                        dict_to_str(dictionary))
+    _write_dict_event(output_dir, dictionary, current_global_step)
+
+
+def dict_to_str(dictionary: Mapping[str, Any]) -> str:
+    """Legacy's `_dict_to_str`: sorted `key = value` pairs, `%s` of each, bytes left out."""
+    return ", ".join("%s = %s" % (k, v) for k, v in sorted(dictionary.items())
+                     if not isinstance(v, bytes))
 
 
 def write_eval_summaries(log_dir: str, results: Mapping[str, Any], global_step: int,
                          checkpoint_path: str | None) -> None:
-    """Writes evaluate()'s dict as legacy did: one scalar per metric, plus the checkpoint.
-
-    `global_step` itself is not written as a summary (legacy skipped it too).
+    """Writes evaluate()'s dict as legacy's evaluate did: the results' event
+    (`write_dict_to_summary`'s, whose line the caller logs), then, given a checkpoint, a
+    second event with its path as a string tensor tagged `checkpoint_path`.
     """
-    values = [summary_value for tag, value in sorted(results.items()) if tag != "global_step"
-              for summary_value in _summary_values(tag, value)]
+    _write_dict_event(log_dir, results, global_step)
     if checkpoint_path:
-        values.append(_text_value("checkpoint_path", checkpoint_path))
-    events = events_file.cached(log_dir)
-    events.write([(time.time(), int(global_step), _Summary(value=values).SerializeToString())])
-    events.flush()
+        value = _Summary.Value(tag="checkpoint_path", tensor=tf.make_tensor_proto(
+            checkpoint_path, dtype=tf.string))
+        events = events_file.cached(log_dir)
+        events.write([(time.time(), int(global_step),
+                       _Summary(value=[value]).SerializeToString())])
+        events.flush()
 
 
 @contextlib.contextmanager
