@@ -22,7 +22,8 @@ def test_served_at_legacy_s_estimator_module():
 def test_no_config_is_a_default_one_with_legacy_s_session_config_and_a_temporary_dir(caplog):
     caplog.set_level("INFO")
     config = _overwrite(None, None)
-    assert isinstance(config, RunConfig)
+    # tf.estimator.RunConfig (legacy's run_config.RunConfig), not TPUEstimator's subclass.
+    assert type(config) is tf.estimator.RunConfig
     assert os.path.isdir(config.model_dir)
     assert config.session_config.allow_soft_placement
     assert config.session_config.graph_options.rewrite_options.meta_optimizer_iterations == 1

@@ -14,12 +14,13 @@ from tpu_estimator_compat import log as logging
 
 
 def maybe_overwrite_model_dir_and_session_config(
-        config: config_lib.RunConfig | None,
-        model_dir: str | os.PathLike | None) -> config_lib.RunConfig:
+        config: config_lib.EstimatorRunConfig | None,
+        model_dir: str | os.PathLike | None) -> config_lib.EstimatorRunConfig:
     """Legacy's `estimator.maybe_overwrite_model_dir_and_session_config`: the RunConfig an
     Estimator built from `config` and `model_dir` runs with.
 
-    As legacy: None is a default `RunConfig` (`Using default config.`); a config with no
+    As legacy: None is a default `tf.estimator.RunConfig` (`Using default config.`); a
+    TPUEstimator's `tf.estimator.tpu.RunConfig` is one too (a subclass, as legacy's); a config with no
     session_config gets legacy's default one; `model_dir` fills the config's, a different
     one in both raises, and neither gives a temporary directory (with legacy's warning).
 
@@ -27,9 +28,9 @@ def maybe_overwrite_model_dir_and_session_config(
         ValueError: `config` is not a RunConfig, or the two model_dirs differ.
     """
     if config is None:
-        config = config_lib.RunConfig()
+        config = config_lib.EstimatorRunConfig()
         logging.legacy_info("Using default config.")
-    if not isinstance(config, config_lib.RunConfig):
+    if not isinstance(config, config_lib.EstimatorRunConfig):
         raise ValueError(
             f"config must be an instance of `RunConfig`, but provided {config!r}. Pass "
             "`tf.estimator.RunConfig(...)`.")
