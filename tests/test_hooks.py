@@ -481,3 +481,47 @@ def test_check_hooks_type_is_legacy_s_private_check():
     assert check(given) is not given  # A new list: InMemoryEvaluatorHook extends it.
     with pytest.raises(TypeError, match="Hooks must be a SessionRunHook, given: 'not a hook'"):
         check([hook, "not a hook"])
+
+
+def test_logging_tensor_hook_on_a_list_of_tensors(tmp_path, caplog):
+    """`LoggingTensorHook(tensors=[t1, t2])` (tensorflow/docs' logging_stop_hook guide) keys
+    its fetches by the graph tensors; they are walked as session.run walked them, unsorted,
+    and the hook reads its values back by those keys."""
+    seen = []
+
+    class Recorder(v1.train.SessionRunHook):
+        def before_run(self, run_context):
+            return v1.train.SessionRunArgs({self.kernel: self.kernel, "bias": self.bias})
+
+        def after_run(self, run_context, run_values):
+            results = run_values.results
+            kernel = next(key for key in results if key != "bias")  # The tensor key, as given.
+            seen.append((results[kernel].shape, results["bias"]))
+
+    recorder = Recorder()
+
+    def model_fn(features, labels, mode, params):
+        dense = v1.layers.Dense(1)
+        loss = v1.losses.mean_squared_error(labels, dense(features["x"]))
+        kernel, bias = tf.identity(dense.weights[0]), tf.identity(dense.weights[1])
+        if not hasattr(recorder, "kernel"):  # model_fn is traced again for fetched tensors.
+            recorder.kernel, recorder.bias = kernel, bias
+        train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, global_step=v1.train.get_global_step())
+        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=[
+            v1.train.LoggingTensorHook(tensors=[kernel, bias], every_n_iter=1), recorder])
+
+    def input_fn(params):
+        x = np.arange(32, dtype=np.float32).reshape(16, 2) / 32
+        return tf.data.Dataset.from_tensor_slices(({"x": x}, x[:, :1])).repeat().batch(
+            params["batch_size"], drop_remainder=True)
+
+    caplog.set_level("INFO")
+    est = TPUEstimator(model_fn=model_fn, use_tpu=False, train_batch_size=4,
+                       config=RunConfig(model_dir=str(tmp_path)))
+    est.train(input_fn, max_steps=3)
+    assert [shape for shape, _ in seen] == [(2, 1)] * 3
+    assert all(bias.shape == (1,) for _, bias in seen)
+    logged = [r.getMessage() for r in caplog.records if "Identity" in r.getMessage()]
+    assert len(logged) == 3  # Tagged by the tensors, as legacy printed them:
+    assert logged[0].startswith('Tensor("Identity:0", shape=(2, 1), dtype=float32) = [[')
