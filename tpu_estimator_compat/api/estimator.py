@@ -110,17 +110,13 @@ class Estimator:
                  config: config_lib.RunConfig | None = None, params: dict[str, Any] | None = None,
                  warm_start_from: Any = None) -> None:
         keras_env.check_legacy_keras()
-        if config is None:
-            config = config_lib.EstimatorRunConfig()
-            logging.legacy_info("Using default config.")
-        if not isinstance(config, config_lib.EstimatorRunConfig):
-            raise ValueError(
-                f"config must be an instance of `RunConfig`, but provided {config!r}. Pass "
-                "`tf.estimator.RunConfig(...)`.")
+        # Legacy's order: the config's checks, then model_fn's.
+        config = estimator_module.maybe_overwrite_model_dir_and_session_config(
+            config, model_dir)
         if model_fn is None:
             raise ValueError("model_fn must be provided to Estimator.")
         _check_model_fn_signature(model_fn, params)
-        self._setup(model_fn=model_fn, model_dir=model_dir, config=config, params=params,
+        self._setup(model_fn=model_fn, model_dir=config.model_dir, config=config, params=params,
                     use_tpu=False, batch_sizes=(None, None, None), eval_on_tpu=False,
                     warm_start_from=warm_start_from, batch_axis=None, plain=True)
 
