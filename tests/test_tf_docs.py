@@ -49,6 +49,11 @@ EXPECTED = {
                          r'^Prediction is "Setosa" \([0-9.]+%\), expected "Setosa"$'],
     "tutorial_linear": [r"^\{'accuracy': 0\.[6-9][0-9]*, 'accuracy_baseline': .*"
                         r"'global_step': 200\}$"],
+    "migrate_logging_stop_hook": [r"^<tpu_estimator_compat\.api\.estimator\.Estimator object at "],
+    "migrate_metrics_optimizers": [
+        r"^\{'accuracy': 0\.[0-9]+, 'loss': [0-9.e-]+, 'mean_squared_error': [0-9.e-]+, "
+        r"'global_step': 3\}$"],
+    "migrate_early_stopping": [r"^\(\{'loss': [0-9.e-]+, 'global_step': [0-9]+\}, \[\]\)$"],
     "migrate_canned_estimators": [
         r"^\{'accuracy': 0\.[0-9]+, 'accuracy_baseline': .*'global_step': 20\}$"],
 }
