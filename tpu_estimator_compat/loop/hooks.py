@@ -50,6 +50,14 @@ _train = _v1.train
 _RESHAPED = (_train.LoggingTensorHook, _train.StopAtStepHook, _train.NanTensorHook,
              _train.CheckpointSaverHook)
 _SPECIAL = ("loss", "global_step")
+# The name scope of the Estimator's own `loss` summary, made for hooks' `merge_all()`.
+_LOSS_SUMMARY = "tpu_estimator_compat_loss_summary"
+
+
+def _loss_summary(loss: Any) -> bytes:
+    """The serialized `Summary` of legacy Estimator's own scalar summary `loss`."""
+    return _v1.Summary(value=[_v1.Summary.Value(
+        tag="loss", simple_value=float(loss))]).SerializeToString()
 
 # The fetches of a hook's SessionRunArgs the host resolves: name -> dtype of the model_fn
 # tensors to return per step.
@@ -188,7 +196,8 @@ class _Fetches:
         names: list[str] = []
         for part in fetch.op.inputs:
             inner = self.merged_names(part)
-            names += inner if inner is not None else [part.name]
+            names += (inner if inner is not None else
+                      ["loss"] if part.op.name.startswith(_LOSS_SUMMARY) else [part.name])
         return tuple(names)
 
     def _check_name(self, name: str) -> None:
@@ -288,7 +297,8 @@ class HostSession:
                 raise NotImplementedError(
                     f"A hook fetched {fetch!r} outside before_run/after_run; model_fn "
                     "summaries can only be fetched through before_run's SessionRunArgs.")
-            return b"".join(bytes(self._values[name]) for name in key)
+            return b"".join(_loss_summary(self._values[name]) if name == "loss"
+                            else bytes(self._values[name]) for name in key)
         if key is not None:
             if key not in self._values:
                 raise NotImplementedError(
@@ -342,9 +352,11 @@ class HookRunner:
                  loss_name: str | None = None,
                  fetch_tensors: FetchTensors | None = None, training: bool = True,
                  registry: variables_lib.VariableRegistry | None = None,
-                 summary_names: Sequence[str] = ()) -> None:
+                 summary_names: Sequence[str] = (), loss_summary: bool = False) -> None:
         check_supported(hooks, tensors_per_step=tensors_per_step)
         self._summary_names = tuple(summary_names) if tensors_per_step else ()
+        self._loss_summary = loss_summary and tensors_per_step and loss_name is not None
+        self._loss_name = loss_name
         self._registry = registry
         self._hooks = list(hooks)
         self._global_step = global_step
@@ -404,13 +416,20 @@ class HookRunner:
         Legacy called `begin()` on the graph model_fn had built, whose collection held them,
         so a hook's `tf.compat.v1.summary.merge_all()` merged them (canned estimators' tests
         fetch it every step). The trace empties that per-step collection when it ends.
+        With `loss_summary` (training) the collection also holds the Estimator's own
+        `loss` summary, which legacy added when model_fn made none named `loss`; the host
+        serializes it from the step's loss.
         """
-        if self._graph is None or not self._summary_names:
+        if self._graph is None or not (self._summary_names or self._loss_summary):
             yield
             return
         ref = self._graph.get_collection_ref(_v1.GraphKeys.SUMMARIES)
         saved = list(ref)
         ref[:] = [self._graph.get_tensor_by_name(name) for name in self._summary_names]
+        if self._loss_summary:
+            with self._graph.name_scope(None), self._graph.name_scope(_LOSS_SUMMARY):
+                ref.append(_v1.summary.scalar(
+                    "loss", self._graph.get_tensor_by_name(self._loss_name), collections=[]))
         try:
             yield
         finally:
@@ -470,7 +489,7 @@ class HookRunner:
                 for fetch in tf.nest.flatten(args.fetches):
                     key = self._fetches.key(fetch)
                     if isinstance(key, tuple):
-                        wanted.update(key)
+                        wanted.update(name for name in key if name not in _SPECIAL)
                     elif key is not None and key not in _SPECIAL:
                         wanted.add(key)
         if wanted == set(self._fetched):
