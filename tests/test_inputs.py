@@ -334,6 +334,9 @@ def test_to_dataset_python_sequences_are_one_tensor_each():
     assert features["n"].shape == [] and labels.shape == [2, 1]
     ragged = call_lib.to_dataset({"x": ((1,), (1, 2))}, repeat_tensors=False)
     assert isinstance(ragged.element_spec["x"], tuple)
+    pair = call_lib.to_dataset({"x": (tf.constant([1]), tf.constant([2]))},
+                               repeat_tensors=False)
+    assert isinstance(pair.element_spec["x"], tuple)
 
 
 def test_to_dataset_without_repeat_yields_once():

@@ -158,9 +158,11 @@ def _tensor_like(value: Any) -> Any:
     In a TF1 graph a feature `{'age': ((1,), (1,))}` or labels `((10.,), (10.,))` reached
     model_fn as Python sequences, which feature columns and heads converted to one [2, 1]
     tensor each; `Dataset.from_tensors` would instead take the sequence as a structure of
-    scalar components. Namedtuples and ragged or mixed sequences stay structures.
+    scalar components. Namedtuples, sequences holding tensors (a model_fn may unpack
+    them) and ragged or mixed sequences stay structures.
     """
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+    if (isinstance(value, (list, tuple)) and not hasattr(value, "_fields")
+            and not any(tf.is_tensor(leaf) for leaf in tf.nest.flatten(value))):
         try:
             return tf.convert_to_tensor(value)
         except (ValueError, TypeError):
