@@ -525,3 +525,43 @@ def test_logging_tensor_hook_on_a_list_of_tensors(tmp_path, caplog):
     logged = [r.getMessage() for r in caplog.records if "Identity" in r.getMessage()]
     assert len(logged) == 3  # Tagged by the tensors, as legacy printed them:
     assert logged[0].startswith('Tensor("Identity:0", shape=(2, 1), dtype=float32) = [[')
+
+
+class _MergeAllInBeginHook(v1.train.SessionRunHook):
+    """Merges the graph's summaries in begin() and fetches the merge every step (the canned
+    estimators' tests' `_SummaryHook`)."""
+
+    def __init__(self):
+        self.summaries = []
+
+    def begin(self):
+        self._op = v1.summary.merge_all()
+
+    def before_run(self, run_context):
+        return v1.train.SessionRunArgs({"summary": self._op})
+
+    def after_run(self, run_context, run_values):
+        summary = v1.Summary()
+        summary.ParseFromString(run_values.results["summary"])
+        self.summaries.append([(v.tag, round(v.simple_value, 4)) for v in summary.value])
+
+
+def _scalar_summary_model_fn(features, labels, mode, params):
+    predictions = v1.layers.dense(features, 1, kernel_initializer=tf.ones_initializer())
+    loss = tf.reduce_mean(tf.square(predictions - labels))
+    v1.summary.scalar("mean_prediction", tf.reduce_mean(predictions))
+    train_op = v1.train.GradientDescentOptimizer(0.0).minimize(loss, v1.train.get_global_step())
+    return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_merge_all_in_a_hooks_begin_merges_model_fn_summaries_every_step(tmp_path):
+    """Legacy's hooks began on model_fn's graph: `merge_all()` there held model_fn's v1
+    summaries and the Estimator's own `loss` summary, fetched at every step (CPU path).
+    The values were recorded with this model_fn on TF 2.15.1 + tensorflow-estimator 2.15.0."""
+    hook = _MergeAllInBeginHook()
+    x = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    est = TPUEstimator(model_fn=_scalar_summary_model_fn, use_tpu=False, train_batch_size=2,
+                       config=RunConfig(model_dir=str(tmp_path)))
+    est.train(lambda params: (x, np.array([[0.0], [0.0]], np.float32)), steps=3, hooks=[hook])
+    # Predictions 3 and 7 (ones kernel, zero bias, a learning rate of 0): loss (9 + 49) / 2.
+    assert hook.summaries == [[("mean_prediction", 5.0), ("loss", 29.0)]] * 3

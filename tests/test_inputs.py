@@ -324,6 +324,21 @@ def test_to_dataset_tuple_of_tensors_repeats():
     assert got == [([1, 2], [3, 4])] * 3
 
 
+def test_to_dataset_python_sequences_are_one_tensor_each():
+    """A TF1 graph took `{'age': ((1,), (1,))}` and labels `((10.,), (10.,))` as one [2, 1]
+    tensor each (feature columns and heads converted them); namedtuples stay structures."""
+    ds = call_lib.to_dataset(({"age": ((1,), (1,)), "n": 3}, [[10.0], [10.0]]),
+                             repeat_tensors=False)
+    features, labels = next(iter(ds))
+    assert features["age"].shape == [2, 1] and features["age"].dtype == tf.int32
+    assert features["n"].shape == [] and labels.shape == [2, 1]
+    ragged = call_lib.to_dataset({"x": ((1,), (1, 2))}, repeat_tensors=False)
+    assert isinstance(ragged.element_spec["x"], tuple)
+    pair = call_lib.to_dataset({"x": (tf.constant([1]), tf.constant([2]))},
+                               repeat_tensors=False)
+    assert isinstance(pair.element_spec["x"], tuple)
+
+
 def test_to_dataset_without_repeat_yields_once():
     ds = call_lib.to_dataset({"x": tf.constant([5])}, repeat_tensors=False)
     assert [e["x"].numpy().tolist() for e in ds] == [[5]]

@@ -30,12 +30,18 @@ from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.v1_state import variables as variables_lib
+from tpu_estimator_compat.checkpoint import vocab_remap
 
 
 class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
         "ckpt_to_initialize_from", "vars_to_warm_start", "var_name_to_vocab_info",
         "var_name_to_prev_var_name"])):
-    """Legacy `tf.estimator.WarmStartSettings` (vocabulary remapping is not supported)."""
+    """Legacy `tf.estimator.WarmStartSettings`.
+
+    `var_name_to_vocab_info` maps a variable's name to a `tf.compat.v1.train.VocabInfo`:
+    its rows (or, with `axis=1`, columns) are remapped from the old vocabulary's
+    (`vocab_remap`).
+    """
 
     def __new__(cls, ckpt_to_initialize_from: str, vars_to_warm_start: Any = ".*",
                 var_name_to_vocab_info: Any = None,
@@ -45,13 +51,9 @@ class WarmStartSettings(collections.namedtuple("WarmStartSettings", [
             raise ValueError(
                 "`ckpt_to_initialize_from` must be a non-empty checkpoint path or directory; "
                 f"received {ckpt_to_initialize_from!r}.")
-        if var_name_to_vocab_info:
-            raise NotImplementedError(
-                "`var_name_to_vocab_info` (vocabulary remapping) is not supported by "
-                "tpu_estimator_compat warm start. Remap the embedding rows yourself and "
-                "pass `vars_to_warm_start` without the vocabulary variables.")
         return super().__new__(cls, ckpt_to_initialize_from, vars_to_warm_start,
-                               var_name_to_vocab_info or {}, dict(var_name_to_prev_var_name or {}))
+                               dict(var_name_to_vocab_info or {}),
+                               dict(var_name_to_prev_var_name or {}))
 
 
 def default_warm_start_settings(warm_start_from: Any) -> WarmStartSettings | None:
@@ -319,28 +321,40 @@ def warm_start(settings: str | WarmStartSettings, variables: Mapping[str, tf.Var
     """Applies legacy warm-start semantics; returns how many variables were initialised.
 
     A regex `vars_to_warm_start` selects among the trainable variables (legacy default
-    '.*'); a list of names/regexes selects among all global variables.
+    '.*'); a list of names/regexes selects among all global variables; None selects only
+    the variables `var_name_to_vocab_info` names (among the trainable ones). Those are
+    remapped to the new vocabulary (`vocab_remap`); a `var_name_to_vocab_info` or
+    `var_name_to_prev_var_name` entry naming no selected variable raises, as legacy did.
     """
     if isinstance(settings, str):
         settings = WarmStartSettings(settings)
+    selector = settings.vars_to_warm_start
+    vocab_infos = settings.var_name_to_vocab_info
+    if selector is None and not vocab_infos:
+        return 0
     path = _checkpoint_file(settings.ckpt_to_initialize_from)
     logging.legacy_info("Warm-starting from: %s", settings.ckpt_to_initialize_from)
     reader = tf.train.load_checkpoint(path)
     shapes = reader.get_variable_to_shape_map()
     keys = object_checkpoint_keys(reader)
-    selector = settings.vars_to_warm_start
-    if selector is None:
-        return 0
-    if isinstance(selector, str):
+    if selector is None or isinstance(selector, str):
         logging.legacy_info("Warm-starting variables only in TRAINABLE_VARIABLES.")
-        candidates = [n for n in variables if n in trainable and re.match(selector, n)]
+        candidates = [n for n in variables
+                      if n in trainable and (selector is None or re.match(selector, n))]
     else:
         candidates = [n for n in variables
                       if any(re.match(pattern, n) for pattern in selector)]
     count = 0
     for name in candidates:
         source = settings.var_name_to_prev_var_name.get(name, name)
-        source = keys.get(source, source)
+        if name in vocab_infos:
+            variables[name].assign(vocab_remap.remapped_value(
+                path, source, variables[name].shape, vocab_infos[name], name))
+            count += 1
+            continue
+        if not selector:  # None: only the variables with a vocabulary.
+            continue
+        source = keys.get(source, source)  # An object-based checkpoint's key for it.
         if source not in shapes:
             logging.warning("Warm start: %s not found in %s; left as initialised.", source, path)
             continue
@@ -348,4 +362,17 @@ def warm_start(settings: str | WarmStartSettings, variables: Mapping[str, tf.Var
         count += 1
     logging.legacy_info("Warm-started %d variables.", count)
     logging.debug("Warm-started %d variables from %s.", count, path)
+    _check_all_used(settings, candidates)
     return count
+
+
+def _check_all_used(settings: WarmStartSettings, candidates: list[str]) -> None:
+    """Legacy's check that every per-variable setting named a warm-started variable."""
+    for field, entries in (("var_name_to_prev_var_name", settings.var_name_to_prev_var_name),
+                           ("var_name_to_vocab_info", settings.var_name_to_vocab_info)):
+        unused = set(entries) - set(candidates)
+        if unused:
+            raise ValueError(
+                f"You provided the following variables in {field} that were not used: "
+                f"{unused}.  Perhaps you misspelled them?  Here is the list of viable "
+                f"variable names: {candidates}")

@@ -155,6 +155,32 @@ def _from_iterator(result: Any, records: Sequence[tuple[Any, tuple[Any, ...]]]) 
     return None
 
 
+def _tensor_like(value: Any) -> Any:
+    """`value` as one tensor when it is a (nested) Python list or tuple of numbers.
+
+    In a TF1 graph a feature `{'age': ((1,), (1,))}` or labels `((10.,), (10.,))` reached
+    model_fn as Python sequences, which feature columns and heads converted to one [2, 1]
+    tensor each; `Dataset.from_tensors` would instead take the sequence as a structure of
+    scalar components. Namedtuples, sequences holding tensors or arrays (a model_fn may
+    unpack them: `_sequences_as_tuples`) and ragged or mixed sequences stay structures.
+    """
+    if (isinstance(value, (list, tuple)) and not hasattr(value, "_fields")
+            and not any(tf.is_tensor(leaf) or isinstance(leaf, np.ndarray)
+                        for leaf in tf.nest.flatten(value))):
+        try:
+            return tf.convert_to_tensor(value)
+        except (ValueError, TypeError):
+            return value
+    return value
+
+
+def _tensor_part(part: Any) -> Any:
+    """Features or labels with each dict value (or the part itself) made `_tensor_like`."""
+    if isinstance(part, dict):
+        return {key: _tensor_like(value) for key, value in part.items()}
+    return _tensor_like(part)
+
+
 def to_dataset(result: Any, *, repeat_tensors: bool,
                iterated: Sequence[tuple[Any, Any]] = ()) -> tf.data.Dataset:
     """Turns what input_fn returned into a dataset of (features, labels) or features.
@@ -176,9 +202,10 @@ def to_dataset(result: Any, *, repeat_tensors: bool,
             f"{type(result).__name__} of {len(result)}: {result!r:.200}. Return "
             "`(features, labels)`, `features` alone, or a `tf.data.Dataset`.")
     if isinstance(result, (tuple, list)):
-        dataset = tf.data.Dataset.from_tensors(_sequences_as_tuples(tuple(result)))
+        dataset = tf.data.Dataset.from_tensors(
+            tuple(_tensor_part(part) for part in _sequences_as_tuples(tuple(result))))
     elif isinstance(result, (tf.Tensor, dict)):
-        dataset = tf.data.Dataset.from_tensors(result)
+        dataset = tf.data.Dataset.from_tensors(_tensor_part(result))
     else:
         raise TypeError(
             "input_fn must return a `tf.data.Dataset`, a `(features, labels)` tuple or "

@@ -38,6 +38,7 @@ from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.inputs.call import call_input_fn, plain_graph, to_dataset
 from tpu_estimator_compat.inputs.context import LOCAL_HOST, BatchPlan
 from tpu_estimator_compat.inputs.pad import BatchAxes, pad_and_mask
+from tpu_estimator_compat.inputs import queue_input
 from tpu_estimator_compat.tpu_config import InputPipelineConfig
 
 _TRAIN = "train"  # ModeKeys.TRAIN; specs are not this module's business.
@@ -101,13 +102,23 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
         batch_axis = BatchAxes()
     reads: list[bool] = []
     iterated: list[tuple[Any, Any]] = []
-    with _tf_patches.applied("inputs.iterator_get_next", iterated), \
-            _tf_patches.applied("inputs.initializable_iterator"):
-        result = call_input_fn(input_fn, params=params, config=config, mode=mode, plan=plan,
-                               input_context=input_context, use_tpu=use_tpu,
-                               input_device=input_device,
-                               on_host_read=lambda: reads.append(True))
-    dataset = to_dataset(result, repeat_tensors=repeat_tensors, iterated=iterated)
+
+    def call() -> Any:
+        return call_input_fn(input_fn, params=params, config=config, mode=mode, plan=plan,
+                             input_context=input_context, use_tpu=use_tpu,
+                             input_device=input_device, on_host_read=lambda: reads.append(True))
+
+    try:
+        with _tf_patches.applied("inputs.iterator_get_next", iterated), \
+                _tf_patches.applied("inputs.initializable_iterator"):
+            result = call()
+        dataset = to_dataset(result, repeat_tensors=repeat_tensors, iterated=iterated)
+    except (RuntimeError, ValueError) as error:
+        if not queue_input.is_queue_refusal(error):
+            raise
+        # TF1 queue-runner input: legacy's session ran it; a session of its own does here.
+        result = dataset = queue_input.queue_dataset(
+            call, seed=getattr(config, "tf_random_seed", None))
     if (mode == "infer" and repeat_tensors and not isinstance(result, tf.data.Dataset)
             and _cardinality(dataset) == tf.data.INFINITE_CARDINALITY):
         logging.legacy_warning("Input graph does not use tf.data.Dataset or contain a "

@@ -51,6 +51,14 @@ _train = _v1.train
 _RESHAPED = (_train.LoggingTensorHook, _train.StopAtStepHook, _train.NanTensorHook,
              _train.CheckpointSaverHook)
 _SPECIAL = ("loss", "global_step")
+# The name scope of the Estimator's own `loss` summary, made for hooks' `merge_all()`.
+_LOSS_SUMMARY = "tpu_estimator_compat_loss_summary"
+
+
+def _loss_summary(loss: Any) -> bytes:
+    """The serialized `Summary` of legacy Estimator's own scalar summary `loss`."""
+    return _v1.Summary(value=[_v1.Summary.Value(
+        tag="loss", simple_value=float(loss))]).SerializeToString()
 
 # The fetches of a hook's SessionRunArgs the host resolves: name -> dtype of the model_fn
 # tensors to return per step.
@@ -168,14 +176,41 @@ class _Fetches:
         return tensor.name
 
     def key(self, fetch: Any) -> Any:
-        """Where a fetch's value is found in the step's values (see `HostSession`)."""
+        """Where a fetch's value is found in the step's values (see `HostSession`).
+
+        A `merge_all()`/`merge()` made by a hook over model_fn's summaries is a tuple of
+        the merged summaries' names (`merged_names`): their serialized values concatenated
+        are the merged `Summary`.
+        """
         special = _value_key(fetch)
         if special is not None:
             return special
+        merged = self.merged_names(fetch)
+        if merged is not None:
+            return merged
         name = self.tensor_name(fetch)
         if name is not None and name == self._loss_name:
             return "loss"
         return name
+
+    def merged_names(self, fetch: Any) -> tuple[str, ...] | None:
+        """The model_fn summaries a hook's MergeSummary tensor merges, or None.
+
+        A hook's `begin()` that called `tf.compat.v1.summary.merge_all()` made the merge in
+        the graph model_fn was traced in, after the trace: the loop cannot return it, but
+        it returns the summaries it merges, one serialized `Summary` each per step, and a
+        serialized `Summary` concatenated with another is their merge (TF1's MergeSummary
+        also refused duplicate tags; model_fn's own summaries have none).
+        """
+        if (self.graph is None or not tf.is_symbolic_tensor(fetch)
+                or fetch.graph is not self.graph or fetch.op.type != "MergeSummary"):
+            return None
+        names: list[str] = []
+        for part in fetch.op.inputs:
+            inner = self.merged_names(part)
+            names += (inner if inner is not None else
+                      ["loss"] if part.op.name.startswith(_LOSS_SUMMARY) else [part.name])
+        return tuple(names)
 
     def _check_name(self, name: str) -> None:
         if self.graph is not None:
@@ -296,6 +331,13 @@ class HostSession:
         if isinstance(fetch, tf.Operation):
             return None
         key = self._fetches.key(fetch)
+        if isinstance(key, tuple):
+            if not all(name in self._values for name in key):
+                raise NotImplementedError(
+                    f"A hook fetched {fetch!r} outside before_run/after_run; model_fn "
+                    "summaries can only be fetched through before_run's SessionRunArgs.")
+            return b"".join(_loss_summary(self._values[name]) if name == "loss"
+                            else bytes(self._values[name]) for name in key)
         if key is not None:
             if key not in self._values:
                 raise NotImplementedError(
@@ -348,8 +390,12 @@ class HookRunner:
                  tensors_per_step: bool = False, graph: Any = None,
                  loss_name: str | None = None,
                  fetch_tensors: FetchTensors | None = None, training: bool = True,
-                 registry: variables_lib.VariableRegistry | None = None) -> None:
+                 registry: variables_lib.VariableRegistry | None = None,
+                 summary_names: Sequence[str] = (), loss_summary: bool = False) -> None:
         check_supported(hooks, tensors_per_step=tensors_per_step)
+        self._summary_names = tuple(summary_names) if tensors_per_step else ()
+        self._loss_summary = loss_summary and tensors_per_step and loss_name is not None
+        self._loss_name = loss_name
         self._registry = registry
         self._hooks = list(hooks)
         self._global_step = global_step
@@ -407,6 +453,32 @@ class HookRunner:
                 stack.enter_context(_v1.get_default_graph().name_scope(None))
             yield
 
+    @contextlib.contextmanager
+    def _summaries_visible(self) -> Iterator[None]:
+        """Inside: the model graph's SUMMARIES collection holds model_fn's v1 summaries.
+
+        Legacy called `begin()` on the graph model_fn had built, whose collection held them,
+        so a hook's `tf.compat.v1.summary.merge_all()` merged them (canned estimators' tests
+        fetch it every step). The trace empties that per-step collection when it ends.
+        With `loss_summary` (training) the collection also holds the Estimator's own
+        `loss` summary, which legacy added when model_fn made none named `loss`; the host
+        serializes it from the step's loss.
+        """
+        if self._graph is None or not (self._summary_names or self._loss_summary):
+            yield
+            return
+        ref = self._graph.get_collection_ref(_v1.GraphKeys.SUMMARIES)
+        saved = list(ref)
+        ref[:] = [self._graph.get_tensor_by_name(name) for name in self._summary_names]
+        if self._loss_summary:
+            with self._graph.name_scope(None), self._graph.name_scope(_LOSS_SUMMARY):
+                ref.append(_v1.summary.scalar(
+                    "loss", self._graph.get_tensor_by_name(self._loss_name), collections=[]))
+        try:
+            yield
+        finally:
+            ref[:] = saved
+
     def _session(self) -> HostSession:
         return HostSession(self._values, self._fetches)
 
@@ -414,7 +486,7 @@ class HookRunner:
         self.start_step = step
         self._values = {"global_step": np.int64(step), "loss": None}
         before = set(self._registry.by_name()) if self._registry is not None else set()
-        with self._scope(), self._variables_visible():
+        with self._scope(), self._variables_visible(), self._summaries_visible():
             for hook in self._generic:
                 if isinstance(hook, _train.LoggingTensorHook):
                     self._begin_logging(hook)
@@ -467,7 +539,9 @@ class HookRunner:
             if args is not None and args.fetches is not None:
                 for fetch in flatten_fetches(args.fetches):
                     key = self._fetches.key(fetch)
-                    if key is not None and key not in _SPECIAL:
+                    if isinstance(key, tuple):
+                        wanted.update(name for name in key if name not in _SPECIAL)
+                    elif key is not None and key not in _SPECIAL:
                         wanted.add(key)
         if wanted == set(self._fetched):
             return

@@ -29,7 +29,6 @@ _SEMANTIC_KEYWORDS = {
     "input_partition_dims": "model_parallelism",
     "export_to_tpu": "export_to_tpu",
     "eval_metric_ops": "eval_metric_ops",
-    "var_name_to_vocab_info": "vocab_remap",
 }
 _EAGER_OFF = frozenset(("disable_v2_behavior", "disable_eager_execution"))
 # TF1 session code; `placeholder` alone is no sign (serving_input_receiver_fns build them in

@@ -36,7 +36,4 @@ SEMANTICS: dict[str, tuple[str, str]] = {
     "iterations_per_loop_seconds": (LIMIT, (
         "`iterations_per_loop` in seconds ('30s') parses but `train()` refuses it: loops are "
         "step-counted. migration_guide/features.md")),
-    "vocab_remap": (LIMIT, (
-        "`WarmStartSettings(var_name_to_vocab_info=...)` raises: no vocabulary remapping. "
-        "migration_guide/features.md")),
 }

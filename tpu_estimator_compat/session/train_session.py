@@ -79,10 +79,10 @@ class TrainSession:
                 current["loop"], _ = self._train_loop(iterator, source, tensors)
 
         hook_runner = hooks_lib.HookRunner(
-            hooks + list(record.hooks), runtime.global_step,
+            hooks + list(record.hooks), runtime.global_step, registry=runtime.registry,
             tensors_per_step=not settings.use_tpu, graph=record.model_graph,
             loss_name=record.loss_name, fetch_tensors=fetch_tensors,
-            registry=runtime.registry)
+            summary_names=record.summary_names, loss_summary=not record.loss_summary_made)
         if not hook_runner.checkpoint_hooks() and settings.saves_checkpoints:
             logging.legacy_info("Create CheckpointSaverHook.")  # Legacy's default saver hook.
         ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)

@@ -376,6 +376,7 @@ class TraceRecord:
     loss_name: str | None = None  # The name of its spec.loss tensor there.
     model_summaries: bool = False  # Replica 0's model_fn made v1 summary ops (TRAIN, CPU).
     loss_summary_made: bool = False  # One of them is named exactly `loss`.
+    summary_names: tuple[str, ...] = ()  # Their tensors' names in `model_graph`.
 
     def observe_summaries(self, summary_ops: list[Any]) -> None:
         """Notes replica 0's v1 summary ops, which legacy's CPU path wrote.
@@ -385,6 +386,7 @@ class TraceRecord:
         """
         if _is_first_replica() and summary_ops:
             self.model_summaries = True
+            self.summary_names = tuple(t.name for t in summary_ops)
             self.loss_summary_made |= any(t.op.name == LOSS_SUMMARY_NAME
                                           for t in summary_ops)
 
