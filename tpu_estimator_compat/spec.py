@@ -151,10 +151,11 @@ def _validate_predictions(predictions: Any, mode: str) -> Any:
     return predictions
 
 
-def _validate_export_outputs(export_outputs: Any, predictions: Any, mode: str) -> Any:
+def validate_export_outputs(export_outputs: Any, predictions: Any, mode: str) -> Any:
     """Legacy `get_export_outputs` in PREDICT mode: a default `PredictOutput` of the
     predictions when none is given, a lone output also named the default signature, and
-    several outputs only with one of them named the default."""
+    several outputs only with one of them named the default. The exporter
+    (`export/saved_model.py`) reads a spec's outputs through it too."""
     # Like legacy, only prediction (export) uses them, so other modes pass them through.
     if mode != ModeKeys.PREDICT:
         return export_outputs
@@ -341,7 +342,7 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", [
                 loss=_validate_loss(loss, mode),
                 train_op=_validate_train_op(train_op, mode),
                 eval_metric_ops=_validate_eval_metric_ops(eval_metric_ops),
-                export_outputs=_validate_export_outputs(export_outputs, predictions, mode),
+                export_outputs=validate_export_outputs(export_outputs, predictions, mode),
                 training_chief_hooks=_validate_hooks(training_chief_hooks,
                                                      "training_chief_hooks"),
                 training_hooks=_validate_hooks(training_hooks, "training_hooks"),
@@ -518,7 +519,7 @@ class TPUEstimatorSpec(collections.namedtuple("TPUEstimatorSpec", [
                 loss=_validate_loss(loss, mode),
                 train_op=_validate_train_op(train_op, mode),
                 eval_metrics=eval_metrics,
-                export_outputs=_validate_export_outputs(export_outputs, predictions, mode),
+                export_outputs=validate_export_outputs(export_outputs, predictions, mode),
                 scaffold_fn=scaffold_fn,
                 host_call=host_call,
                 training_hooks=_validate_hooks(training_hooks, "training_hooks"),

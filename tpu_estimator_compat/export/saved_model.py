@@ -236,7 +236,8 @@ def _add_meta_graph(builder: Any, call_model_fn: Callable[[Any, Any, str], Any],
         spec = _as_estimator_spec(call_model_fn(receiver.features,
                                                 getattr(receiver, "labels", None),
                                                 spec_lib.ModeKeys.PREDICT))
-        export_outputs = serving.export_outputs_for(spec.export_outputs, spec.predictions)
+        export_outputs = spec_lib.validate_export_outputs(
+            spec.export_outputs, spec.predictions, spec_lib.ModeKeys.PREDICT)
         signatures = _build_all_signature_defs(
                 graph, receiver.receiver_tensors, export_outputs,
                 getattr(receiver, "receiver_tensors_alternatives", None))

@@ -4,7 +4,6 @@ Synopsis::
 
     receiver_fn = serving.build_raw_serving_input_receiver_fn({"x": tf.zeros([1, 4])})
     outputs = {"serving_default": serving.PredictOutput({"logits": logits})}
-    serving.export_outputs_for(outputs, predictions)  # validated, default key picked
 
 This module owns the value types a `serving_input_receiver_fn` and a PREDICT-mode
 `EstimatorSpec.export_outputs` hand to the exporter (`ServingInputReceiver`,
@@ -409,47 +408,3 @@ class PredictOutput(ExportOutput):
     def as_signature_def(self, receiver_tensors: Any) -> Any:
         return tf.compat.v1.saved_model.predict_signature_def(
                 _as_receiver_dict(receiver_tensors), self.outputs)
-
-
-# --------------------------------------------------------------------------------------------
-# Signatures.
-# --------------------------------------------------------------------------------------------
-
-
-def _is_export_output(value: Any) -> bool:
-    # Duck-typed so ExportOutputs from TensorFlow's own model_utils (which some libraries
-    # still build) are accepted like ours.
-    return isinstance(value, ExportOutput) or callable(getattr(value, "as_signature_def", None))
-
-
-def export_outputs_for(export_outputs: Any, predictions: Any) -> dict:
-    """The signatures' outputs by key: legacy `get_export_outputs`.
-
-    Validates `export_outputs`, defaults to one `PredictOutput` of `predictions`, and names a
-    lone output the default signature, as legacy did.
-    """
-    if export_outputs is None:
-        return {DEFAULT_SERVING_SIGNATURE_DEF_KEY: PredictOutput(predictions)}
-    if not isinstance(export_outputs, dict):
-        raise TypeError(
-                "`export_outputs` must be dict, received: {!r} of type {}. Return "
-                "export_outputs={{'serving_default': PredictOutput(...)}} from model_fn."
-                .format(export_outputs, type(export_outputs).__name__))
-    for key, value in export_outputs.items():
-        if not _is_export_output(value):
-            raise TypeError(
-                    "Values in `export_outputs` must be ExportOutput objects, received {!r} "
-                    "of type {} for key {!r}. Wrap the tensors in PredictOutput, "
-                    "ClassificationOutput or RegressionOutput from "
-                    "tpu_estimator_compat.export.serving.".format(value, type(value).__name__,
-                                                                  key))
-    export_outputs = dict(export_outputs)
-    if len(export_outputs) == 1:
-        (value,) = export_outputs.values()
-        export_outputs.setdefault(DEFAULT_SERVING_SIGNATURE_DEF_KEY, value)
-    elif DEFAULT_SERVING_SIGNATURE_DEF_KEY not in export_outputs:
-        raise ValueError(
-                "Multiple `export_outputs` were provided ({}), but none of them is specified "
-                "as the default. Use the key tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY "
-                "('serving_default') for one of them.".format(sorted(export_outputs)))
-    return export_outputs
