@@ -390,20 +390,17 @@ PRIVATE_EMBEDDING_NAMES = {
     "tpu._tpu_estimator_embedding": TPU_EMBEDDING_EXPORTS + ("FtrlParameters",
                                                              "EmbeddingConfig"),
 }
-# Private helpers real code called through the private module paths, by module
-# (`import_hook.py` defines them).
+# Private names that are made by a call rather than read off a module, by module
+# (`import_hook.py` makes them); every other private name is in `PRIVATE_LIBRARY_NAMES`.
 PRIVATE_HELPER_NAMES = {
-    "estimator": ("_load_global_step_from_checkpoint_dir", "EstimatorV2",
-                  "_canned_estimator_api_gauge", "_estimator_api_gauge"),
-    "run_config": ("TaskType",),  # tensorflow-estimator's own tests read it there.
-    # The heads build `model_fn._TPUEstimatorSpec(...).as_estimator_spec()`.
-    "model_fn": ("_TPUEstimatorSpec", "LOSS_METRIC_KEY", "AVERAGE_LOSS_METRIC_KEY"),
-    "tpu.tpu_estimator": ("ExportSavedModelApiVersion",),
+    # Made by a call (`_tf/estimator_seam.api_gauges()`), not read off a module.
+    "estimator": ("_canned_estimator_api_gauge", "_estimator_api_gauge"),
 }
 # Private names of legacy's ENGINE modules that this library implements itself, by module:
 # {name: "library module:attribute"} (`import_hook.py` imports the module on first use). Legacy's
 # own tests and real code reach them (`training._TrainingExecutor`,
 # `estimator._write_dict_to_summary`); each is this library's code with legacy's contract.
+_IMPORT_HOOK = "tpu_estimator_compat.legacy.import_hook"
 _TRAINING = "tpu_estimator_compat.api.train_and_eval"
 _EVALUATOR = "tpu_estimator_compat.api.evaluator"
 PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
@@ -420,6 +417,7 @@ PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
         "ErrorRendezvous": "tpu_estimator_compat.loop.error_rendezvous:ErrorRendezvous",
     },
     "tpu.tpu_estimator": {
+        "ExportSavedModelApiVersion": f"{_IMPORT_HOOK}:ExportSavedModelApiVersion",
         "_TPUStopAtStepHook": "tpu_estimator_compat.loop.iterations:TPUStopAtStepHook",
         "_InputsWithStoppingSignals":
             "tpu_estimator_compat.inputs.stopping_signals:InputsWithStoppingSignals",
@@ -442,6 +440,9 @@ PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
     # TPUEstimator's RunConfig; the `run_config` module's is `tf.estimator.RunConfig`.
     "tpu.tpu_config": {"RunConfig": "tpu_estimator_compat.config:RunConfig"},
     "estimator": {
+        "_load_global_step_from_checkpoint_dir":
+            f"{_IMPORT_HOOK}:_load_global_step_from_checkpoint_dir",
+        "EstimatorV2": "tpu_estimator_compat.api.estimator:Estimator",  # Legacy's TF2 class.
         # tensorflow-estimator's early stopping and BestExporter tests write eval dirs so.
         "_write_dict_to_summary": "tpu_estimator_compat.summary.summaries:write_dict_to_summary",
         "_check_hooks_type": "tpu_estimator_compat.loop.hooks:check_hooks_type",
@@ -450,9 +451,15 @@ PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
             "tpu_estimator_compat.api.estimator_module:"
             "maybe_overwrite_model_dir_and_session_config",
     },
-    # tensorflow-estimator's keras_test compares a config with it.
-    "run_config": {"get_default_session_config":
-                   "tpu_estimator_compat.config:default_session_config"},
+    "run_config": {
+        # tensorflow-estimator's keras_test compares a config with it.
+        "get_default_session_config": "tpu_estimator_compat.config:default_session_config",
+        "TaskType": "tpu_estimator_compat.cluster.tf_config:TaskType",  # Its own tests read it.
+    },
+    # The heads build `model_fn._TPUEstimatorSpec(...).as_estimator_spec()`.
+    "model_fn": {"_TPUEstimatorSpec": "tpu_estimator_compat.spec:TPUEstimatorSpec",
+                 "LOSS_METRIC_KEY": "tpu_estimator_compat.spec:LOSS_METRIC_KEY",
+                 "AVERAGE_LOSS_METRIC_KEY": "tpu_estimator_compat.spec:AVERAGE_LOSS_METRIC_KEY"},
 }
 
 

@@ -99,28 +99,14 @@ class ExportSavedModelApiVersion(enum.Enum):
 
 def _private_members(relative: str) -> dict[str, Any]:
     """The private helpers and names real code called through the private module `relative`
-    (`estimator_map.PRIVATE_HELPER_NAMES`, `PRIVATE_EMBEDDING_NAMES`): legacy `tpu_estimator`
-    re-exported the embedding spec and three parameter classes."""
-    helpers = {"_load_global_step_from_checkpoint_dir": _load_global_step_from_checkpoint_dir,
-               "ExportSavedModelApiVersion": ExportSavedModelApiVersion}
-    wanted = estimator_map.PRIVATE_HELPER_NAMES.get(relative, ())
-    if "EstimatorV2" in wanted:
-        helpers["EstimatorV2"] = _estimator().Estimator  # Legacy's name of the TF2 class.
-    if "_canned_estimator_api_gauge" in wanted:
+    (`estimator_map.PRIVATE_HELPER_NAMES`, `PRIVATE_LIBRARY_NAMES`, `PRIVATE_EMBEDDING_NAMES`):
+    legacy `tpu_estimator` re-exported the embedding spec and three parameter classes."""
+    helpers: dict[str, Any] = {}
+    if "_canned_estimator_api_gauge" in estimator_map.PRIVATE_HELPER_NAMES.get(relative, ()):
         from tpu_estimator_compat._tf import estimator_seam
 
         gauges = estimator_seam.api_gauges()
         helpers.update(_estimator_api_gauge=gauges[0], _canned_estimator_api_gauge=gauges[1])
-    if "TaskType" in wanted:
-        from tpu_estimator_compat.cluster import tf_config
-
-        helpers["TaskType"] = tf_config.TaskType
-    if "_TPUEstimatorSpec" in wanted:
-        from tpu_estimator_compat import spec as spec_lib
-
-        helpers.update(_TPUEstimatorSpec=spec_lib.TPUEstimatorSpec,
-                       LOSS_METRIC_KEY=spec_lib.LOSS_METRIC_KEY,
-                       AVERAGE_LOSS_METRIC_KEY=spec_lib.AVERAGE_LOSS_METRIC_KEY)
     members = _tpu_embedding_names(estimator_map.PRIVATE_EMBEDDING_NAMES.get(relative, ()))
     members.update({name: helpers[name]
                     for name in estimator_map.PRIVATE_HELPER_NAMES.get(relative, ())})
