@@ -203,6 +203,20 @@ def test_inference_loop_splits_steps_by_each_leafs_own_rows():
         fixed(iter(data), 1)
 
 
+def test_inference_loop_counts_a_scalar_feature_as_one_example():
+    """Legacy's plain Estimator took unbatched examples (`Dataset.range(10)`), one per
+    session.run: a step of rank-0 features is one row."""
+    def step(features, labels):
+        del labels
+        return {"loss": tf.cast(features, tf.float32), "metrics": [tf.reshape(features, [1])]}
+
+    loop = inference_loop.InferenceLoop(tf.distribute.get_strategy(), step, padded=False)
+    data = tf.data.Dataset.range(3).map(lambda x: (x, x))
+    result = loop(iter(data), 5)
+    assert result.steps_run == 3 and result.rows.tolist() == [1, 1, 1]
+    np.testing.assert_allclose(result.losses, [0.0, 1.0, 2.0])
+
+
 @pytest.mark.slow_cases('mirrored8')
 def test_inference_loop_passes_one_value_per_step_leaves_through(strategy):
     """A leaf whose axis 0 is not the batch (one value per replica per step) is split per

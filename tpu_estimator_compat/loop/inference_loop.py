@@ -11,13 +11,14 @@ One function per call, as the train loop (`train_loop.py`): a `tf.while_loop` ar
 (`plumbing.Dispatch`). With `steps_per_call=1` (`iterations_per_loop=1`, legacy's one step per
 `session.run`) a call runs one step in a function without the loop and its accumulators,
 which on a small model cost more than the step itself. It knows nothing of metrics, hooks,
-checkpoints or model_fns: `session/inference.py` consumes its results.
+checkpoints or model_fns: `session/inference.py` consumes its results (the prediction keys
+to yield and legacy's row check are `select_prediction_keys`, `check_prediction_rows`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -458,7 +459,10 @@ def _with_row_count(step: Callable[..., dict[str, Any]],
     def replica_fn(features: Any, labels: Any, mask: Any) -> dict[str, Any]:
         out = dict(step(features, labels, mask) if takes_mask else step(features, labels))
         if mask is None:
-            rows = tf.shape(tf.nest.flatten(features)[0])[0]
+            # A scalar feature is one example (legacy's plain Estimator took an input_fn of
+            # unbatched examples, `Dataset.range(10)`, one per session.run).
+            first = tf.nest.flatten(features)[0]
+            rows = tf.shape(first)[0] if first.shape.rank != 0 else 1
             mask = tf.ones([rows], tf.bool)
         out["mask"] = mask
         out["rows"] = tf.reduce_sum(tf.cast(mask, tf.float32))
@@ -470,3 +474,42 @@ def _with_row_count(step: Callable[..., dict[str, Any]],
         return out
 
     return replica_fn
+
+
+def select_prediction_keys(keys: list[str], predict_keys: Sequence[str] | None,
+                           is_dict: bool = True) -> list[str]:
+    """The prediction keys to yield, as legacy's Estimator chose them.
+
+    No (or empty) `predict_keys`: every key. Otherwise the keys of the predictions dict it
+    names, in the dict's order; names the dict lacks are left out, as legacy left them.
+    """
+    if not predict_keys:
+        return keys
+    if not is_dict:
+        raise ValueError(
+            "predict_keys argument is not valid in case of non-dict predictions. model_fn "
+            f"returned one tensor as predictions; predict_keys={predict_keys!r} was given. "
+            "Pass predict_keys=None, or return a dict of predictions.")
+    if isinstance(predict_keys, str):
+        predict_keys = [predict_keys]
+    chosen = [k for k in keys if k in predict_keys]
+    if not chosen:
+        raise ValueError(
+            f"Expected to run at least one output from {keys}, provided {list(predict_keys)}. "
+            "Pass `predict_keys` from the predictions dict's keys.")
+    return chosen
+
+
+def check_prediction_rows(batch: dict[str, np.ndarray]) -> None:
+    """Legacy's check before yielding a dict of predictions row by row: one row count.
+
+    Batch-major predictions always agree; others (legacy's Estimator path allowed any axis
+    0) must agree among themselves, or rows would be dropped silently.
+    """
+    lengths = {key: len(value) for key, value in batch.items()}
+    for key, length in lengths.items():
+        if length != next(iter(lengths.values())):
+            raise ValueError(
+                f"Batch length of predictions should be same. {key} has different batch "
+                f"length than others (rows per key: {lengths}). Return predictions with the "
+                "same axis 0, or pass yield_single_examples=False to get whole batches.")

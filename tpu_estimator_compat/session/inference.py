@@ -4,11 +4,12 @@
 named steps: build and trace the eval or predict loop for a runtime, creating its variables
 (`_Loops`, `_build_loop`: where metric_fn runs), restore the checkpoint to use (`_restore`:
 or, when there is none, keep fresh variables, set by any `init_from_checkpoint` of model_fn
-or scaffold_fn, as legacy initialised a new graph), and wire the hooks (`_hook_runner`). The
-session's `chunks` run loops of up to `iterations_per_loop` steps (off TPU: evaluate up to
+or scaffold_fn, as legacy initialised a new graph), and wire the hooks (`_hook_runner`);
+`prepare` calls input_fn and traces once, `Prepared.open` does the rest, so a built evaluation
+runs again on the same input (`session/live_eval.py`). The session's `chunks` run loops of up to `iterations_per_loop` steps (off TPU: evaluate up to
 `CPU_EVAL_LOOP_STEPS`, predict up to `CPU_PREDICT_LOOP_STEPS`, as their tensors allow, never
 fewer than iterations_per_loop) until `steps` or the end of input, with hooks around each
-loop. `_evaluate` and `_predictions` are the only places that unpack a loop's results on
+loop. `evaluate_session` and `_predictions` are the only places that unpack a loop's results on
 the host: padding rows dropped, metric_fn updated (overlapped with the next loop), host_call
 run, predictions yielded one example at a time. The input is let go when the call ends. This
 module never sees the facade, only `settings.RunSettings`.
@@ -165,7 +166,7 @@ def evaluate(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
     session = _open(settings, runtime, plan, ModeKeys.EVAL, input_fn, checkpoint, on_tpu,
                     hooks, repeat_tensors=not on_tpu and steps is not None)
     try:
-        return _evaluate(session, model_dir=settings.model_dir, steps=steps, name=name,
+        return evaluate_session(session, model_dir=settings.model_dir, steps=steps, name=name,
                          checkpoint=checkpoint)
     finally:
         session.release_input()
@@ -195,7 +196,17 @@ def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
           plan: context_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
           checkpoint: str | None, on_tpu: bool, hooks: Sequence[Any] | None,
           repeat_tensors: bool = False) -> InferenceSession:
-    """Traces `mode`'s step for `runtime`, restores `checkpoint` and opens the input."""
+    """Traces `mode`'s step for `runtime`, opens the input and restores `checkpoint`."""
+    prepared = prepare(settings, runtime, plan, mode, input_fn, on_tpu, repeat_tensors)
+    return prepared.open(hooks, lambda: _restore(
+        runtime, prepared.built.record, checkpoint, prepared.loops.init_plan,
+        settings.warm_start_from))
+
+
+def prepare(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
+            plan: context_lib.BatchPlan, mode: str, input_fn: Callable[..., Any],
+            on_tpu: bool, repeat_tensors: bool = False) -> "Prepared":
+    """Calls input_fn and traces `mode`'s step for `runtime` (creating its variables)."""
     # Legacy on TPU padded a partial last batch to the full batch (model_fns may reshape
     # by params['batch_size']); legacy on CPU did not. On N replicas every replica needs
     # its static share, so padding is needed there whatever use_tpu says.
@@ -212,15 +223,46 @@ def _open(settings: settings_lib.RunSettings, runtime: runtime_lib.Runtime,
         logging.legacy_info("Calling model_fn.")
         built = _build_loop(loops, iterator)
         logging.legacy_info("Done calling model_fn.")
-        started = _start(mode)
-        _restore(runtime, built.record, checkpoint, loops.init_plan, settings.warm_start_from)
-    loop_steps, first_loop = _loop_sizes(settings, runtime, plan, mode, on_tpu,
-                                         lambda: built.loop.trace(iterator))
-    session = InferenceSession(runtime, built.loop, built.record, iterator, loop_steps, None,
-                               built.host_metrics, first_loop, on_tpu=on_tpu,
-                               started=started)
-    session.hooks = _hook_runner(session, loops, hooks, on_tpu, built.metrics_in_step)
-    return session
+    return Prepared(loops, built, iterator)
+
+
+@dataclasses.dataclass(eq=False)
+class Prepared:
+    """One evaluate/predict call's input and traced loop, before its variables are set.
+
+    Legacy's `InMemoryEvaluatorHook` built an evaluation graph once and ran it in a new
+    session at each trigger (`session/live_eval.py`): each `open` reads the input from its
+    start, the first one through the iterator the trace used.
+    """
+
+    loops: "_Loops"
+    built: "_Built"
+    iterator: Any
+
+    def open(self, hooks: Sequence[Any] | None,
+             set_variables: Callable[[], None]) -> InferenceSession:
+        """A session; `set_variables` (the restore) runs first, in the runtime's scopes."""
+        loops, built, runtime = self.loops, self.built, self.loops.runtime
+        with runtime.scope():
+            iterator, self.iterator = self.iterator, None
+            if iterator is None:
+                iterator = inputs_lib.iterate(loops.source.dataset, runtime.device_generators)
+            started = _start(loops.mode)
+            set_variables()
+        loop_steps, first_loop = _loop_sizes(loops.settings, runtime, loops.plan, loops.mode,
+                                             loops.on_tpu, lambda: built.loop.trace(iterator))
+        session = InferenceSession(runtime, built.loop, built.record, iterator, loop_steps,
+                                   None, built.host_metrics, first_loop, on_tpu=loops.on_tpu,
+                                   started=started)
+        session.hooks = _hook_runner(session, loops, hooks, loops.on_tpu,
+                                     built.metrics_in_step)
+        return session
+
+    def release_input(self) -> None:
+        """Lets go of the traced iterator if no session took it."""
+        if self.iterator is not None:
+            inputs_lib.release_off_thread(self.iterator)
+            self.iterator = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -422,7 +464,7 @@ def _host_call_names(session: InferenceSession) -> graph_names.NameTable:
     return taken
 
 
-def _evaluate(session: InferenceSession, *, model_dir: str, steps: int | None,
+def evaluate_session(session: InferenceSession, *, model_dir: str, steps: int | None,
               name: str | None, checkpoint: str | None) -> dict[str, Any]:
     """Runs the session to `steps` or end of input; returns legacy's results dict.
 
@@ -532,7 +574,7 @@ def _predictions(session: InferenceSession, predict_keys: Sequence[str] | None,
     Lists, not single examples: `eager_scope.eager_generator` hands them out one by one.
     """
     keys = list(session.record.prediction_keys)
-    wanted = _select_keys(keys, predict_keys, session.record.predictions_are_dict)
+    wanted = inference_loop_lib.select_prediction_keys(keys, predict_keys, session.record.predictions_are_dict)
     where = session.loop.leaf_slices()["predictions"]
     for result in session.chunks(None):
         for leaves, mask in result.per_step():
@@ -545,25 +587,10 @@ def _predictions(session: InferenceSession, predict_keys: Sequence[str] | None,
             elif not isinstance(batch, dict):
                 yield batch  # Its rows, as `v[i]` gives them.
             else:
-                _check_batch_length(batch)
+                inference_loop_lib.check_prediction_rows(batch)
                 # Row by row over every key at once: row i of each array, as `v[i]` gives it.
                 names = list(batch)
                 yield [dict(zip(names, row)) for row in zip(*batch.values())]
-
-
-def _check_batch_length(batch: dict[str, np.ndarray]) -> None:
-    """Legacy's check before yielding a dict of predictions row by row: one row count.
-
-    Batch-major predictions always agree; others (legacy's Estimator path allowed any axis
-    0) must agree among themselves, or rows would be dropped silently.
-    """
-    lengths = {key: len(value) for key, value in batch.items()}
-    for key, length in lengths.items():
-        if length != next(iter(lengths.values())):
-            raise ValueError(
-                f"Batch length of predictions should be same. {key} has different batch "
-                f"length than others (rows per key: {lengths}). Return predictions with the "
-                "same axis 0, or pass yield_single_examples=False to get whole batches.")
 
 
 def _initial_values(session: InferenceSession) -> list[Any]:
@@ -578,7 +605,7 @@ def _initial_values(session: InferenceSession) -> list[Any]:
             for spec in specs]
 
 
-# Steps whose metric updates go to the background thread at once (see `_evaluate`).
+# Steps whose metric updates go to the background thread at once (see `evaluate_session`).
 _UPDATES_PER_HANDOVER = 16
 
 
@@ -651,27 +678,3 @@ def _real_rows(leaves: list[Any], mask: Any, per_example: Sequence[bool]) -> lis
     if bool(np.all(mask)):  # No padding (the usual step): the rows as they are, uncopied.
         return list(leaves)
     return [leaf[mask] if batch else leaf for leaf, batch in zip(leaves, per_example)]
-
-
-def _select_keys(keys: list[str], predict_keys: Sequence[str] | None,
-                 is_dict: bool = True) -> list[str]:
-    """The prediction keys to yield, as legacy's Estimator chose them.
-
-    No (or empty) `predict_keys`: every key. Otherwise the keys of the predictions dict it
-    names, in the dict's order; names the dict lacks are left out, as legacy left them.
-    """
-    if not predict_keys:
-        return keys
-    if not is_dict:
-        raise ValueError(
-            "predict_keys argument is not valid in case of non-dict predictions. model_fn "
-            f"returned one tensor as predictions; predict_keys={predict_keys!r} was given. "
-            "Pass predict_keys=None, or return a dict of predictions.")
-    if isinstance(predict_keys, str):
-        predict_keys = [predict_keys]
-    chosen = [k for k in keys if k in predict_keys]
-    if not chosen:
-        raise ValueError(
-            f"Expected to run at least one output from {keys}, provided {list(predict_keys)}. "
-            "Pass `predict_keys` from the predictions dict's keys.")
-    return chosen
