@@ -162,3 +162,29 @@ def test_tf_profiler_in_model_fn_counts_flops(tmp_path, strategy):
     est.train(models.digits_input_fn(256, flat=True), max_steps=2)
     assert counted and all(flops > 2 * 64 * 10 for flops in counted)
     assert est.get_variable_value("global_step") == 2
+
+
+def test_model_fn_groups_variable_initializers_into_its_scaffold_init_op(tmp_path, strategy):
+    """`Scaffold(init_op=tf.group(v.initializer, tf.compat.v1.variables_initializer(...)))`
+    builds in model_fn, as in a TF1 graph (a no-op: the variables were initialised when
+    created), and training runs as without it."""
+
+    def model_fn(features, labels, mode, params):
+        del labels, params
+        w = v1.get_variable("w", [2, 1], initializer=v1.ones_initializer())
+        loss = tf.reduce_mean(tf.matmul(features, w))
+        init_op = tf.group(w.initializer, v1.train.get_global_step().initializer,
+                           v1.variables_initializer(v1.global_variables()))
+        assert isinstance(init_op, tf.Operation)
+        train_op = v1.train.GradientDescentOptimizer(LR).minimize(
+            loss, global_step=v1.train.get_global_step())
+        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op,
+                                scaffold_fn=lambda: v1.train.Scaffold(init_op=init_op))
+
+    reader = _train(tmp_path, strategy, model_fn, steps=2)
+    # Gradient of mean(X @ w) is X's column means, applied twice from ones.
+    np.testing.assert_allclose(reader.get_tensor("w")[:, 0], 1.0 - 2 * LR * X.mean(axis=0),
+                               rtol=1e-6)
+    tf1_names.install()
+    with tf.distribute.get_strategy().scope():
+        assert tf.Variable(1.0).initializer is None  # Eager reads keep TF2's answer.

@@ -98,6 +98,8 @@ PATCHED_SYMBOLS = {
         ("tensorflow.python.ops.resource_variable_ops.BaseResourceVariable.op",),
     "tf1_names.distributed_variable_op":
         ("tensorflow.python.distribute.values.DistributedVariable.op",),
+    "tf1_names.variable_initializer":
+        ("tensorflow.python.ops.resource_variable_ops.BaseResourceVariable.initializer",),
     "tf1_names.scoped_collections": ("tensorflow.Graph.get_collection",),
     "cross_shard.number_of_shards":
         ("tensorflow.python.tpu.tpu_function.TpuContext.number_of_shards",),

@@ -212,6 +212,16 @@ PATCHES: tuple[Patch, ...] = (
         why="As tf1_names.variable_op, for MirroredStrategy's variables, whose own `op` "
             "reads the (eager) op of a component and fails the same way.",
         build="tpu_estimator_compat.v1_state.tf1_names:graph_style_variable_op"),
+    Patch(
+        name="tf1_names.variable_initializer",
+        target="tensorflow.python.ops.resource_variable_ops.BaseResourceVariable.initializer",
+        why="TF1 model code groups variables' initializers into a Scaffold's init_op "
+            "(`tf.group(v.initializer, ...)`, `tf.compat.v1.variables_initializer(vars)`); "
+            "the shim's variables are created, and initialised, eagerly, and TF2 gives them "
+            "no initializer, so `tf.group` fails on None. Read while a graph is built, the "
+            "property gives a no-op there (MirroredStrategy's variables group their "
+            "components'). A property of the class: no public API adds it.",
+        build="tpu_estimator_compat.v1_state.tf1_names:graph_style_initializer"),
     # -- aliases: the legacy names unchanged TF1 scripts import.
     Patch(
         name="aliases.estimator",

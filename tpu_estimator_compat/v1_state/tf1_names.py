@@ -32,12 +32,14 @@ _v1 = tf.compat.v1
 
 
 def install() -> None:
-    """Gives eagerly created variables the `op` TF1 code reads (`v.op.name`). Idempotent.
+    """Gives eagerly created variables the `op` TF1 code reads (`v.op.name`), and an
+    `initializer` in a graph. Idempotent.
 
     Process-wide, like the estimator's other patches: model_fn, scaffold_fn, hooks and
     host_call all ran in a TF1 graph under legacy, where every variable had an op.
     """
-    _tf_patches.install("tf1_names.variable_op", "tf1_names.distributed_variable_op")
+    _tf_patches.install("tf1_names.variable_op", "tf1_names.distributed_variable_op",
+                        "tf1_names.variable_initializer")
 
 
 # Modules whose reads of `variable.op` keep TF2's answer (no op for an eager variable): they
@@ -131,6 +133,25 @@ def graph_style_variable_op(original: property) -> property:
             return VariableOp.of(self)
 
     return property(op, doc=original.__doc__)
+
+
+def graph_style_initializer(original: property) -> property:
+    """The replacement of patch `tf1_names.variable_initializer`.
+
+    The variable's own initializer op wherever it has one. Read while a graph is built
+    (model_fn's `Scaffold(init_op=tf.group(v.initializer, ...))`,
+    `tf.compat.v1.variables_initializer(var_list)`) for an eagerly created variable, which
+    TF2 gives none: a no-op in that graph. The variable was initialised when it was
+    created, as TF1's initializer would have left it.
+    """
+
+    def initializer(self: Any) -> Any:
+        value = original.fget(self)
+        if value is None and not tf.executing_eagerly():
+            return tf.no_op()
+        return value
+
+    return property(initializer, doc=original.__doc__)
 
 
 # The root name scope of the replica this thread traces (`replica_1`), '' for the first.
