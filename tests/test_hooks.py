@@ -127,6 +127,29 @@ def test_unsupported_builtin_hook_refused_before_training(tmp_path):
     assert not os.path.exists(os.path.join(str(tmp_path), "checkpoint"))
 
 
+class VariableMakingHook(v1.train.SessionRunHook):
+    """tensorflow-estimator keras_test's hook: a v1 variable made in begin(), no reuse."""
+
+    def begin(self):
+        self.variable = v1.get_variable("temp", [1])
+
+
+@pytest.mark.parametrize("use_tpu", [False, True])
+def test_hook_begin_makes_its_v1_variable_in_every_run(tmp_path, strategy, use_tpu):
+    """Legacy ran each train()/evaluate() in a new graph, so `get_variable('temp')` in a
+    hook's begin() did not find the previous run's."""
+    config = RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
+                       eval_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=2))
+    est = TPUEstimator(model_fn=models.linear_full_model_fn, config=config, use_tpu=use_tpu,
+                       train_batch_size=64, eval_batch_size=64)
+    hook = VariableMakingHook()
+    for steps in (2, 2):
+        est.train(models.digits_input_fn(256, flat=True), steps=steps, hooks=[hook])
+        est.evaluate(models.digits_input_fn(128, flat=True), steps=1, hooks=[hook])
+    assert hook.variable.shape == [1]
+    assert "temp" in dict(tf.train.list_variables(est.latest_checkpoint()))
+
+
 @pytest.mark.slow_cases('mirrored8')
 def test_evaluation_hooks_once_per_loop(tmp_path, strategy):
     est = make(tmp_path, strategy, models.linear_full_model_fn, ipl=2)

@@ -42,6 +42,7 @@ from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.loop import nan_loss
 from tpu_estimator_compat.loop import train_loop as loop_lib
+from tpu_estimator_compat.v1_state import replica_state
 from tpu_estimator_compat.v1_state import variables as variables_lib
 from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
 
@@ -398,6 +399,9 @@ class HookRunner:
         self._loss_name = loss_name
         self._registry = registry
         self._hooks = list(hooks)
+        # The v1 variable stores hooks' `get_variable` calls see: new for each run, as
+        # legacy built each train()/evaluate()/predict() in a new graph (`_variables_visible`).
+        self._v1_stores = replica_state.new_v1_stores()
         self._global_step = global_step
         self._own_logging = tensors_per_step
         self._generic = [h for h in self._hooks if not isinstance(h, _RESHAPED)
@@ -451,6 +455,11 @@ class HookRunner:
                 # scope is `while/`; legacy's hooks ran at the root of the model's graph,
                 # where `ema.average_name(v)` is `dense/kernel/ExponentialMovingAverage`.
                 stack.enter_context(_v1.get_default_graph().name_scope(None))
+                # A hook's `begin()` making `get_variable('temp')` without reuse ran in each
+                # run's new graph; here the graph (and its stores) outlive the run.
+                stack.enter_context(replica_state.own_v1_stores(
+                    _v1.get_default_graph(), self._registry.partitioner_check,
+                    stores=self._v1_stores))
             yield
 
     @contextlib.contextmanager

@@ -129,18 +129,26 @@ class _PerReplicaStore:
 _STORES_LOCK = threading.Lock()
 
 
+def new_v1_stores() -> tuple[Any, Any]:
+    """A new v1 variable store and scope store, as a new TF1 graph had (`own_v1_stores`)."""
+    return _tf_private.new_variable_store(), _tf_private.new_variable_scope_store()
+
+
 @contextlib.contextmanager
 def own_v1_stores(graph: tf.Graph,
-                  wrap_get_variable: Callable[[Any], Any] | None = None) -> Iterator[None]:
+                  wrap_get_variable: Callable[[Any], Any] | None = None,
+                  stores: tuple[Any, Any] | None = None) -> Iterator[None]:
     """Gives the calling replica thread a fresh v1 variable store and scope store.
 
     `wrap_get_variable` wraps the stores' `get_variable` (the variable layer's own checks).
+    `stores` (`new_v1_stores()`): these instead of fresh ones, for a caller that enters the
+    same stores several times (the hooks of one run).
 
     What a new TF1 graph gave each TPU core's model_fn. The stores stay the thread's own
     while other replica threads of the same graph run in between (see `_PerReplicaStore`);
     after the last replica leaves, the collections hold what they held before.
     """
-    fresh = (_tf_private.new_variable_store(), _tf_private.new_variable_scope_store())
+    fresh = stores or new_v1_stores()
     entered = []
     with _STORES_LOCK:
         for key, store in zip(_tf_private.VARIABLE_STORE_COLLECTIONS, fresh):
