@@ -319,3 +319,24 @@ def test_tf1_switches_names_what_is_on():
         assert eager_scope.tf1_switches() == ["TF1 TensorShape"]
     finally:
         tf.compat.v1.enable_v2_tensorshape()
+
+
+def test_on_own_thread_runs_outside_the_callers_scopes_and_raises_its_error():
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    seen = {}
+
+    def inner():
+        seen["eager"] = tf.executing_eagerly()
+        seen["strategy"] = tf.distribute.get_strategy()
+        seen["graph"] = tf.compat.v1.get_default_graph()
+        seen["scope"] = tf.compat.v1.get_variable_scope().name
+        return 42
+
+    outer_graph = tf.Graph()
+    with strategy.scope(), outer_graph.as_default(), tf.compat.v1.variable_scope("outer"):
+        assert eager_scope.on_own_thread("test", inner) == 42
+        with pytest.raises(ValueError, match="from the thread"):
+            eager_scope.on_own_thread("test", lambda: (_ for _ in ()).throw(
+                ValueError("from the thread")))
+    assert seen["eager"] is True and seen["scope"] == ""
+    assert seen["strategy"] is not strategy and seen["graph"] is not outer_graph

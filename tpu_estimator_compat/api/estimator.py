@@ -34,6 +34,7 @@ from tpu_estimator_compat.embedding import config as embedding_config_lib
 from tpu_estimator_compat.export import saved_model as export_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
 from tpu_estimator_compat.session import inference
+from tpu_estimator_compat.session import live_eval
 from tpu_estimator_compat.inputs import context as context_lib
 from tpu_estimator_compat.inputs import pad as pad_lib
 from tpu_estimator_compat.v1_state import keras_env
@@ -389,6 +390,15 @@ class Estimator:
         Returns the legacy dict: every metric, `loss` (mean of per-step losses) and
         `global_step`, and writes them as events under `model_dir/eval[_<name>]`.
         """
+        steps, on_tpu = self._check_evaluation(steps, hooks)
+        runtime, run = self._inference_run(ModeKeys.EVAL, checkpoint_path, "evaluate")
+        with self._summary_writers.flushing(), self._peer_failures(runtime, "Evaluation"):
+            return inference.evaluate(input_fn=input_fn, on_tpu=on_tpu, hooks=hooks, steps=steps,
+                                      name=name, **run)
+
+    def _check_evaluation(self, steps: int | None,
+                          hooks: Sequence[Any] | None) -> tuple[int | None, bool]:
+        """(steps, on_tpu) of an evaluation, its arguments checked as legacy's evaluate did."""
         if steps is not None and (isinstance(steps, bool) or steps <= 0):
             raise ValueError(f"Must specify steps > 0, given: {steps}.")
         steps = None if steps is None else math.ceil(steps)  # As legacy's count of evals.
@@ -398,10 +408,17 @@ class Estimator:
             raise ValueError(
                 "eval_batch_size in TPUEstimator constructor cannot be `None` if .evaluate "
                 "is running on TPU. Pass eval_batch_size=..., or eval_on_tpu=False.")
-        runtime, run = self._inference_run(ModeKeys.EVAL, checkpoint_path, "evaluate")
-        with self._summary_writers.flushing(), self._peer_failures(runtime, "Evaluation"):
-            return inference.evaluate(input_fn=input_fn, on_tpu=on_tpu, hooks=hooks, steps=steps,
-                                      name=name, **run)
+        return steps, on_tpu
+
+    def _live_evaluation(self, input_fn: Callable[..., Any], hooks: Sequence[Any] | None,
+                         steps: int | None, name: str | None) -> live_eval.LiveEvaluation:
+        """An evaluation of a training run's variables (`InMemoryEvaluatorHook`), traced now
+        on a runtime of its own, as legacy's hook built its own evaluation graph."""
+        steps, on_tpu = self._check_evaluation(steps, hooks)
+        runtime = self._runtime(ModeKeys.EVAL, fresh=True)
+        return live_eval.LiveEvaluation(
+            self._settings(), runtime, self._plan(ModeKeys.EVAL, runtime.strategy), input_fn,
+            on_tpu=on_tpu, hooks=hooks, steps=steps, name=name)
 
     @eager_scope.eager_generator
     def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,

@@ -90,7 +90,6 @@ UNAVAILABLE_CLASSES: dict[str, dict[str, str]] = {
                          "exports_to_keep=1)`.",
     },
     "experimental": {
-        "InMemoryEvaluatorHook": "Call `estimator.evaluate(...)` between `train` calls.",
         "KMeans": _MODEL_FN_HINT, "LinearSDCA": _MODEL_FN_HINT,
         "RNNClassifier": _MODEL_FN_HINT, "RNNEstimator": _MODEL_FN_HINT,
     },
@@ -107,17 +106,22 @@ UNAVAILABLE_FUNCTIONS: dict[str, dict[str, str]] = {
         "dnn_logit_fn_builder": _MODEL_FN_HINT,
         "linear_logit_fn_builder": _MODEL_FN_HINT,
         **{name: _HOOK_HINT for name in (
-            "make_early_stopping_hook", "make_stop_at_checkpoint_step_hook",
-            "stop_if_higher_hook", "stop_if_lower_hook", "stop_if_no_decrease_hook",
+            "make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook", "stop_if_no_decrease_hook",
             "stop_if_no_increase_hook")},
     },
 }
 # Legacy names this library re-implements in modules loaded on first use, by namespace
 # (`module:attribute`): legacy's feed queue runners, which this engine never runs, replaced by
-# tf.data (migration_guide/estimator.md).
+# tf.data (migration_guide/estimator.md); legacy `hooks/hooks.py`'s, whose evaluation runs on
+# this engine (`api/in_memory_eval.py`).
+_IN_MEMORY_EVAL = "tpu_estimator_compat.api.in_memory_eval"
 LIBRARY_LAZY_NAMES: dict[str, dict[str, str]] = {
     "inputs": {"numpy_input_fn": "tpu_estimator_compat.inputs.numpy_io:numpy_input_fn",
                "pandas_input_fn": "tpu_estimator_compat.inputs.pandas_io:pandas_input_fn"},
+    "experimental": {
+        "InMemoryEvaluatorHook": f"{_IN_MEMORY_EVAL}:InMemoryEvaluatorHook",
+        "make_stop_at_checkpoint_step_hook":
+            f"{_IN_MEMORY_EVAL}:make_stop_at_checkpoint_step_hook"},
 }
 # The names legacy's `tf.compat.v1.estimator` took from tensorflow-estimator's MODEL code
 # (`module:attribute`, relative to `TFE_PRIVATE`), by namespace: with tensorflow-estimator
@@ -146,7 +150,6 @@ PACKAGE_NAMES: dict[str, dict[str, str]] = {
         "regressor_parse_example_spec": "canned.parsing_utils:regressor_parse_example_spec",
     },
     "experimental": {
-        "InMemoryEvaluatorHook": "hooks.hooks:InMemoryEvaluatorHook",
         "KMeans": "canned.kmeans:KMeansClustering",
         "LinearSDCA": "canned.linear:LinearSDCA",
         # Legacy v2 only (`V2_ONLY_NAMES`).
@@ -155,7 +158,6 @@ PACKAGE_NAMES: dict[str, dict[str, str]] = {
             "export.export:build_raw_supervised_input_receiver_fn",
         "dnn_logit_fn_builder": "canned.dnn:dnn_logit_fn_builder",
         "linear_logit_fn_builder": "canned.linear:linear_logit_fn_builder",
-        "make_stop_at_checkpoint_step_hook": "hooks.hooks:make_stop_at_checkpoint_step_hook",
         **{name: f"early_stopping:{name}" for name in _EARLY_STOPPING},
     },
     "export": {"EvalOutput": "export.export_output:EvalOutput"},
@@ -241,7 +243,8 @@ def served_names(v2: bool = False) -> dict[str, tuple[str, ...]]:
                  + TRAINING_NAMES + package.get("", ())),
             "tpu": ("experimental",) + TPU_NAMES, "tpu.experimental": EMBEDDING_NAMES,
             "export": EXPORT_NAMES + package.get("export", ()),
-            "experimental": EXPERIMENTAL_NAMES + package.get("experimental", ()),
+            "experimental": (EXPERIMENTAL_NAMES + tuple(LIBRARY_LAZY_NAMES["experimental"])
+                             + package.get("experimental", ())),
             "inputs": tuple(LIBRARY_LAZY_NAMES["inputs"])}
 
 
@@ -358,7 +361,9 @@ HYBRID_MODULES: dict[str, tuple[str, str]] = {
     "keras_lib": (MODEL, "model_to_estimator: a model_fn over the Keras model"),
     "exporter": (MODEL, "FinalExporter calls Estimator.export_saved_model"),
     "export": (MODEL, "receivers and export outputs (TF's own classes)"),
-    "hooks": (MODEL, "TF's session hooks, InMemoryEvaluatorHook"),
+    "hooks": (MODEL, "TF's session hooks"),
+    "hooks.hooks": (ENGINE, "InMemoryEvaluatorHook evaluates on the engine; the real one "
+                            "calls Estimator's private graph builders and feeds a Session"),
     "inputs": (MODEL, "re-exports numpy_io/pandas_io"),
     "extenders": (MODEL, "add_metrics wraps a model_fn"),
     "estimator_lib": (MODEL, "re-exports"), "estimator_export": (MODEL, "API decorators"),
@@ -451,6 +456,9 @@ PRIVATE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
             "tpu_estimator_compat.api.estimator_module:"
             "maybe_overwrite_model_dir_and_session_config",
     },
+    "hooks.hooks": {name: f"{_IN_MEMORY_EVAL}:{name}" for name in (
+        "InMemoryEvaluatorHook", "_StopAtCheckpointStepHook",
+        "make_stop_at_checkpoint_step_hook")},
     "run_config": {
         # tensorflow-estimator's keras_test compares a config with it.
         "get_default_session_config": "tpu_estimator_compat.config:default_session_config",

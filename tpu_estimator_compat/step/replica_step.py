@@ -371,6 +371,7 @@ class TraceRecord:
         default_factory=graph_names.NameTable)
     scaffold_fn: Callable[[], Any] | None = None
     saver: Any = None  # `warm_start._RecordingSaver` of an EstimatorSpec's Scaffold.
+    scaffold_init_fn: Any = None  # That Scaffold's init_fn (InMemoryEvaluatorHook refuses it).
     hooks: tuple[Any, ...] = ()
     model_graph: Any = None  # The graph replica 0's model_fn built.
     loss_name: str | None = None  # The name of its spec.loss tensor there.
@@ -452,6 +453,7 @@ class TraceRecord:
         self.scaffold_fn = getattr(spec, "scaffold_fn", None)
         # An EstimatorSpec's Scaffold (legacy's CPU path): its Saver, recorded in model_fn.
         self.saver = warm_start_lib.recorded_saver(getattr(spec, "scaffold", None))
+        self.scaffold_init_fn = getattr(getattr(spec, "scaffold", None), "init_fn", None)
         mode = mode or spec.mode
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
                       ModeKeys.PREDICT: "prediction_hooks"}[mode]

@@ -7,6 +7,8 @@
         @eager_scope.eager_generator
         def predict(self, ...): yield [...]  # each chunk made eagerly, items yielded lazily
 
+    eager_scope.on_own_thread("Hook.evaluate", fn)   # fn eagerly, outside the caller's scopes
+
 Real TF1 scripts call `tf.compat.v1.disable_v2_behavior()` or `disable_eager_execution()`
 before `app.run(main)` (tensorflow/tpu reference models, SimCLR, BigBird). This library runs
 model_fn in `tf.function`-compiled strategy loops driven from eager Python, which cannot work
@@ -144,3 +146,33 @@ def _one_chunk_at_a_time(inner: Iterator[Iterable[Any]], entry_point: str) -> It
         # Closing runs the inner generator's `finally` blocks (hooks' end, iterators).
         with running_eagerly(entry_point):
             inner.close()  # type: ignore[attr-defined]
+
+
+_T = TypeVar("_T")
+
+
+def on_own_thread(entry_point: str, fn: Callable[[], _T]) -> _T:
+    """Runs `fn` eagerly on a new thread, in a private default graph; returns its result.
+
+    For a run started from inside another run of the same process (a hook that evaluates
+    during training, as legacy's `InMemoryEvaluatorHook` did in a graph of its own). The
+    caller's scopes (a distribution strategy's, variable creators, the name scope, the
+    default graph) are per-thread state that the inner run must not nest in; a new thread
+    starts from none of them. The caller waits, so the two never run at once; `fn`'s error
+    is raised here.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            with tf.Graph().as_default(), _tf_private.eager_mode():
+                outcome["value"] = fn()
+        except BaseException as e:  # pylint: disable=broad-except  # Raised in the caller.
+            outcome["error"] = e
+
+    thread = threading.Thread(target=target, name=entry_point, daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
