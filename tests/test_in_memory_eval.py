@@ -64,6 +64,20 @@ def test_evaluates_live_variables_at_start_every_n_iterations_and_end(tmp_path, 
         assert events[7][tag] == pytest.approx(float(final[tag]), rel=1e-6)
 
 
+def test_evaluation_on_the_training_strategy(tmp_path, strategy):
+    """With `eval_distribute` the training strategy's: the evaluation's own runtime shares
+    the strategy object, on its own thread, while training waits."""
+    estimator = _estimator(tmp_path, strategy, eval_distribute=strategy)
+    eval_input_fn = models.digits_input_fn(256, repeat=False, flat=True)
+    hook = in_memory_eval.InMemoryEvaluatorHook(estimator, eval_input_fn, every_n_iter=2)
+    estimator.train(models.digits_input_fn(512, flat=True), max_steps=4, hooks=[hook])
+    events = _events(estimator.eval_dir())
+    assert sorted(events) == [0, 2, 4]
+    final = estimator.evaluate(eval_input_fn, name="restored")
+    assert events[4]["accuracy"] == pytest.approx(float(final["accuracy"]), rel=1e-6)
+    assert events[4]["loss"] == pytest.approx(float(final["loss"]), rel=1e-6)
+
+
 def test_plain_estimator_evaluates_on_each_train_call(tmp_path):
     def model_fn(features, labels, mode):
         w = v1.get_variable("w", [], tf.int64, initializer=v1.zeros_initializer())
