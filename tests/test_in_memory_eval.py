@@ -119,6 +119,8 @@ def test_constructor_refuses_bad_every_n_iter_and_clusters(tmp_path, monkeypatch
     estimator = _estimator(tmp_path, None)
     with pytest.raises(ValueError, match=r"invalid every_n_iter=0\. Pass"):
         in_memory_eval.InMemoryEvaluatorHook(estimator, lambda params: None, every_n_iter=0)
+    with pytest.raises(ValueError, match=r"Must specify steps > 0, given: 0"):
+        in_memory_eval.InMemoryEvaluatorHook(estimator, lambda params: None, steps=0)
     monkeypatch.setenv("TF_CONFIG", json.dumps({
         "cluster": {"chief": ["host0:0"], "ps": ["host1:1"]},
         "task": {"type": "chief", "index": 0}}))

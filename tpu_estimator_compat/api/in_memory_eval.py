@@ -61,6 +61,9 @@ class InMemoryEvaluatorHook(_v1.train.SessionRunHook):
                 f"estimator's cluster has {config.num_ps_replicas} parameter server(s) and "
                 f"{config.num_worker_replicas} worker(s) (TF_CONFIG); evaluate in the "
                 "cluster's `evaluator` task instead (tf.estimator.train_and_evaluate).")
+        # Legacy checked `steps` here (`Must specify steps > 0`), and the hooks' type.
+        self._hooks = hooks_lib.check_hooks_type(hooks)
+        steps, _ = estimator._check_evaluation(steps, self._hooks)
         self._estimator = estimator
         self._input_fn = input_fn
         self._steps = steps
@@ -68,7 +71,6 @@ class InMemoryEvaluatorHook(_v1.train.SessionRunHook):
         self._every_n_iter = every_n_iter
         self._eval_dir = os.path.join(estimator.model_dir,
                                       "eval" if not name else "eval_" + name)
-        self._hooks = hooks_lib.check_hooks_type(hooks)
         self._timer = _v1.train.SecondOrStepTimer(every_steps=every_n_iter)
         self._evaluation: Any = None
         self._train_variables: dict[str, Any] = {}
