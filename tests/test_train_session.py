@@ -103,32 +103,3 @@ def test_a_hook_gets_every_step(tmp_path):
     _, calls = _observed(str(tmp_path), hooks=[counter], second_call=False)
     assert set(calls) == {1}
     assert counter.runs == 95
-
-
-@pytest.mark.parametrize("summaries", [True, False])
-def test_model_fn_is_called_once_per_train_call(tmp_path, strategy, summaries):
-    """Legacy built model_fn's graph once per train(): a model_fn that counts its calls
-    (tensorflow-estimator's dnn_test_fc_v2 mocks `DenseFeatures.call`) sees one per
-    replica, summaries or not, and its summaries are still written."""
-    calls = []
-
-    def model_fn(features, labels, mode):
-        calls.append(mode)
-        w = v1.get_variable("w", [4, 1], initializer=v1.constant_initializer(0.1))
-        loss = tf.reduce_mean(tf.square(tf.matmul(features["x"], w) - labels))
-        if summaries:
-            v1.summary.scalar("my_loss", loss)
-        train_op = v1.train.GradientDescentOptimizer(0.01).minimize(
-            loss, global_step=v1.train.get_global_step())
-        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
-
-    config = tf.estimator.RunConfig(model_dir=str(tmp_path), save_summary_steps=5,
-                                    train_distribute=strategy)
-    estimator = tf.estimator.Estimator(model_fn, config=config)
-    estimator.train(_input_fn, steps=10)
-    assert len(calls) == strategy.num_replicas_in_sync
-    tags = set()
-    for path in glob.glob(os.path.join(str(tmp_path), "events.out*")):
-        tags |= {value.tag for event in v1.train.summary_iterator(path)
-                 for value in event.summary.value}
-    assert ("my_loss" in tags) is summaries and "loss" in tags

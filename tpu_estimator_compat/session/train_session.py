@@ -328,7 +328,7 @@ class TrainSession:
         `hook_tensors` ((name, dtype) pairs) are model_fn tensors SessionRunHooks fetch,
         returned for every step. With `use_tpu=False` model_fn's v1 summary ops are written
         as legacy's CPU path wrote them (with the loss summary, every `save_summary_steps`):
-        the loop returns them merged for every step.
+        when the trace made some, the loop is built and traced again returning them per step.
         """
         runtime, plan = self._runtime, self._plan
         endless = source.endless
@@ -353,16 +353,15 @@ class TrainSession:
                 endless=endless, hook_tensor_dtypes=[dtype for _, dtype in hook_tensors],
                 input_spec=source.replica_spec, emit_summaries=emit_summaries)
 
-        # Whether model_fn makes summaries is known only once it ran: the loop returns them
-        # whenever they would be written (an empty `Summary` per step when there are none),
-        # so that model_fn is traced once per train(), as legacy called it once.
-        emit_summaries = write_summaries and bool(self._settings.config.save_summary_steps)
-        train_loop = build(False, None, emit_summaries)
+        train_loop = build(False, None)
         train_loop.trace(iterator)
-        if record.host_call is not None:
-            specs = [tf.TensorSpec([None] + t.shape[1:].as_list(), t.dtype)
-                     for t in tf.nest.flatten(record.host_call[1])]
-            train_loop = build(True, specs, emit_summaries)
+        emit_summaries = (record.model_summaries
+                          and bool(self._settings.config.save_summary_steps))
+        if record.host_call is not None or emit_summaries:
+            specs = ([tf.TensorSpec([None] + t.shape[1:].as_list(), t.dtype)
+                      for t in tf.nest.flatten(record.host_call[1])]
+                     if record.host_call is not None else None)
+            train_loop = build(record.host_call is not None, specs, emit_summaries)
             train_loop.trace(iterator)
         runtime.functions[key] = (train_loop, record)
         return runtime.functions[key]
