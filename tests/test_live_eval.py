@@ -37,3 +37,27 @@ def test_runs_on_given_values_with_fresh_accumulators_and_input(tmp_path):
         steps |= {event.step for event in v1.train.summary_iterator(path)
                   if event.summary.value}
     assert steps == {5, 6}
+
+
+def test_the_evaluations_own_variables_start_every_run_afresh(tmp_path):
+    def model_fn(features, labels, mode):
+        del labels
+        w = v1.get_variable("w", [], initializer=v1.zeros_initializer())
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            return tf.estimator.EstimatorSpec(mode, loss=tf.constant(0.0), train_op=tf.no_op())
+        seen = v1.get_variable("seen", [], initializer=v1.constant_initializer(100.0),
+                               trainable=False)  # The evaluation's own (global) variable.
+        with tf.control_dependencies([features]):
+            total = seen.assign_add(1.0)
+        mean = tf.keras.metrics.Mean()
+        mean.update_state(total + w)
+        return tf.estimator.EstimatorSpec(mode, loss=tf.constant(0.0),
+                                          eval_metric_ops={"mean": mean})
+
+    import tpu_estimator_compat
+    tpu_estimator_compat.install_aliases()
+    estimator = tf.compat.v1.estimator.Estimator(model_fn, model_dir=str(tmp_path))
+    evaluation = estimator._live_evaluation(lambda: tf.data.Dataset.range(3), None, None, None)
+    results = [evaluation.run({"w": np.float32(w), "global_step": 1}) for w in (0.0, 10.0)]
+    # seen: 101, 102, 103 in each run (from 100 afresh), plus w.
+    assert [r["mean"] for r in results] == [102.0, 112.0]

@@ -12,9 +12,10 @@ name instead of being restored from a checkpoint. Here the evaluation is the eng
 whose variables stand for legacy's evaluation graph's), and each `run` sets that runtime's
 variables from the values given, restarts the metric accumulators, reads the input from
 its start and runs `inference.evaluate_session`: legacy's results dict, its log lines and
-its events under model_dir/eval[_name], with no checkpoint path. Variables only the
-evaluation has keep their values between runs. It never sees the facade or the training
-run: the values come from whoever calls `run`.
+its events under model_dir/eval[_name], with no checkpoint path. Variables no run sets
+(the evaluation's own) start every run from their initial values, as legacy initialised them
+in each new session. It never sees the facade or the training run: the values come from
+whoever calls `run`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class LiveEvaluation:
         self._hooks = list(hooks or ())
         self._steps = steps
         self._name = name
+        # The initial values of the variables no run sets (the evaluation's own), taken at
+        # the first run: legacy initialised them in every evaluation's new session.
+        self._own_initial: dict[str, Any] | None = None
         # As evaluate(): off TPU, tensors (not a dataset) from input_fn repeat for `steps`.
         self._prepared = inference.prepare(
             settings, runtime, plan, spec_lib.ModeKeys.EVAL, input_fn, on_tpu,
@@ -60,7 +64,11 @@ class LiveEvaluation:
 
         def set_variables() -> None:
             variables = registry.by_name()
-            for name, value in values.items():
+            if self._own_initial is None:
+                self._own_initial = {name: variable.read_value()
+                                     for name, variable in variables.items()
+                                     if name not in values}
+            for name, value in {**self._own_initial, **values}.items():
                 if name in variables:
                     variables[name].assign(value)
             registry.reset_local_variables()
