@@ -462,6 +462,36 @@ def test_driver_stops_at_end_of_input_and_raises_on_nan_loss():
         driver.run(target_step=20, iterations_per_loop=3)
 
 
+def test_hooks_see_a_diverged_loop_before_the_nan_error_and_nothing_is_saved():
+    """Legacy Estimator appended its NanTensorHook after the user's hooks: their after_run
+    saw the diverged step; other listeners (saving, summaries) see nothing of it."""
+    seen = []
+
+    class Hooks:
+        observes_diverged_runs = True
+
+        def after_loop(self, step, result, seconds):
+            seen.append(("hooks", step, result.steps_run))
+
+    class Other:
+        def after_loop(self, step, result, seconds):
+            seen.append(("other", step))
+
+    run, _ = _fake_run([loop_lib.LoopResult(1, np.ones(1, np.float32), global_step=1),
+                        loop_lib.LoopResult(1, np.array([np.nan], np.float32), global_step=2)])
+    class EveryStep(_Policy):
+        def should_save(self, step):
+            return True
+
+    policy = EveryStep()
+    driver = driver_lib.TrainDriver(run_steps=run, read_step=lambda: 0, checkpoint=policy,
+                                    listeners=[Hooks(), Other()], stop_on_nan_loss=True)
+    with pytest.raises(nan_loss.NanLossError, match="global step 2"):
+        driver.run(target_step=5, iterations_per_loop=1)
+    assert seen == [("hooks", 1, 1), ("other", 1), ("hooks", 2, 1)]
+    assert policy.saved == [1]
+
+
 @dataclasses.dataclass
 class _DuePolicy(_Policy):
     every: int = 2

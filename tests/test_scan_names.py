@@ -142,6 +142,13 @@ def test_removed_tpu_module_the_library_serves_is_judged_as_served():
     assert not hasattr(module, "TPUEmbedding")
 
 
+def test_the_served_estimator_training_module_is_judged_served():
+    base = "tensorflow.python.distribute.estimator_training"
+    assert names.judge(base, 3).status == names.SERVED
+    assert names.judge(f"{base}.init_run_config", 3).status == names.SERVED
+    assert names.judge(f"{base}.train_and_evaluate", 3).status == names.ABSENT
+
+
 def test_names_the_aliases_add_to_tensorflow_exist_after_install():
     assert names.patched_names()
     for name in names.patched_names():

@@ -101,7 +101,9 @@ def test_vocab_info_for_no_selected_variable_raises_as_legacy(tmp_path):
 
 def _embedding_model_fn(features, labels, mode):
     emb = v1.get_variable("emb", [5, 2], initializer=v1.zeros_initializer())
-    loss = tf.reduce_sum(tf.nn.embedding_lookup(emb, features["id"])) + 0.0 * labels
+    # input_fn's Python lists reach model_fn as lists, as in legacy: TF ops convert them.
+    loss = (tf.reduce_sum(tf.nn.embedding_lookup(emb, features["id"]))
+            + 0.0 * tf.reduce_sum(labels))
     train_op = v1.train.GradientDescentOptimizer(0.0).minimize(
         tf.reduce_sum(loss), v1.train.get_global_step())
     return EstimatorSpec(mode, loss=tf.reduce_sum(loss), train_op=train_op)

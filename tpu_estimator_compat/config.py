@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from tpu_estimator_compat import log as logging
 
+from tpu_estimator_compat.cluster import coordinator as coordinator_lib
 from tpu_estimator_compat.cluster import tf_config as tf_config_lib
 from tpu_estimator_compat.cluster.tf_config import ClusterInfo, TaskType
 # `tpu_estimator_compat.config.TPUConfig` is where RunConfig's errors send users.
@@ -285,10 +286,10 @@ class EstimatorRunConfig:
         self._keep_checkpoint_max = keep_checkpoint_max
         self._keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
         self._log_step_count_steps = log_step_count_steps
-        self._train_distribute = train_distribute
+        self._train_distribute, self._eval_distribute = coordinator_lib.merged_distribute(
+                train_distribute, eval_distribute, experimental_distribute)
         self._device_fn = device_fn
         self._protocol = protocol
-        self._eval_distribute = eval_distribute
         self._experimental_distribute = experimental_distribute
         self._experimental_max_worker_delay_secs = experimental_max_worker_delay_secs
         self._session_creation_timeout_secs = session_creation_timeout_secs
@@ -302,8 +303,44 @@ class EstimatorRunConfig:
         self._tpu_config = TPUConfig() if tpu_config is None else tpu_config
         _validate_run_config(self)
         _check_strategy_compatibility(train_distribute, eval_distribute)
-        self._set_cluster(tf_config_lib.cluster_info(tf_config), cluster, master,
-                          evaluation_master)
+        self._init_cluster(tf_config, cluster, master, evaluation_master, (
+                coordinator_lib.reads_coordinator(train_distribute, eval_distribute,
+                                                  experimental_distribute)))
+
+    def _init_cluster(self, tf_config: dict, cluster: Any, master: str | None,
+                      evaluation_master: str | None, coordinated: bool) -> None:
+        if coordinated:  # A strategy: legacy's distribute coordinator path.
+            logging.legacy_info("Initializing RunConfig with distribution strategies.")
+            self._init_distribute_coordinator(tf_config, cluster, master, evaluation_master)
+        else:
+            self._set_cluster(tf_config_lib.cluster_info(tf_config), cluster, master,
+                              evaluation_master)
+
+    def _init_distribute_coordinator(self, tf_config: dict, cluster: Any = None,
+                                     master: str | None = None,
+                                     evaluation_master: str | None = None) -> None:
+        """The cluster properties of a RunConfig given a distribution strategy, and legacy's
+        `_distribute_coordinator_mode` (`cluster/coordinator.py`).
+
+        Legacy left the cluster properties local in the coordinator's modes (its coordinator
+        set them per task when training started) and kept only the cluster spec: TF_CONFIG's,
+        or `DistributeConfig.remote_cluster`. No coordinator runs here, so a TF_CONFIG that
+        names this task gives its properties at once, as legacy's coordinator gave model_fn
+        (and `train_and_evaluate` its task); one naming no task leaves them local, as legacy.
+        """
+        remote = getattr(self._experimental_distribute, "remote_cluster", None)
+        mode = coordinator_lib.coordinator_mode(tf_config, bool(self._train_distribute), remote)
+        self._distribute_coordinator_mode = mode
+        local = mode == coordinator_lib.CoordinatorMode.STANDALONE_CLIENT or (
+                mode is not None and not tf_config.get("task"))
+        self._set_cluster(tf_config_lib.cluster_info({} if local else tf_config), cluster,
+                          master, evaluation_master)
+        if mode is not None:
+            self._cluster_spec = tf.train.ClusterSpec(remote or tf_config["cluster"])
+            logging.legacy_info("RunConfig initialized for Distribute Coordinator with %s mode",
+                                mode.upper())
+        else:
+            logging.legacy_info("Not using Distribute Coordinator.")
 
     def _set_cluster(self, info: ClusterInfo, cluster: Any, master: str | None,
                      evaluation_master: str | None) -> None:

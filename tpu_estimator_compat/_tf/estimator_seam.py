@@ -15,7 +15,9 @@ code still needs two TensorFlow names TF 2.16 dropped together with the Estimato
   same `_estimator_api_names` as on the legacy stack.
 - `tensorflow.python.distribute.estimator_training`: the package's generated API tree and its
   `training.py` / `run_config.py` / `estimator.py` import it. Those three are served by this
-  library, so nothing calls into it; an empty module lets any straggler import.
+  library; the import hook serves the module's RunConfig side at that path
+  (`legacy/estimator_training.py`, which the package's own tests call). Without the hook an
+  empty module lets any straggler import.
 
 `install()` adds only what is absent (a TensorFlow that still has them is left alone) and is
 idempotent. It is called by the import hook when the real package is about to be imported,
@@ -55,7 +57,10 @@ def _install_estimator_training() -> None:
 
     import tensorflow.python.distribute as distribute  # pylint: disable=g-direct-tensorflow-import
 
-    if ESTIMATOR_TRAINING in sys.modules or importlib.util.find_spec(ESTIMATOR_TRAINING):
+    if ESTIMATOR_TRAINING in sys.modules:
+        return
+    if importlib.util.find_spec(ESTIMATOR_TRAINING):  # TF's own, or the import hook's.
+        importlib.import_module(ESTIMATOR_TRAINING)
         return
     module = types.ModuleType(
         ESTIMATOR_TRAINING,

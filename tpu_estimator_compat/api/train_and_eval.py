@@ -27,8 +27,10 @@ whose workers and ps tasks serve inside `train()` until the chief is done) start
 So the executor only checks what legacy's server start checked (a cluster, a task type and
 id, a master address unless the cluster is this one trainer) with legacy's messages, and
 does not delay workers: legacy staggered the start of asynchronous workers' own training
-loops by (task id + 1) * 5 s; here a ps cluster's worker runs no loop of its own (the chief
-schedules its steps) and a synchronous worker waits for all others anyway.
+loops by (task id + 1) * 5 s, after their servers were up; here a ps cluster's worker runs no
+loop of its own (the chief schedules its steps), so a sleep would only hold back its server
+and the chief with it, and a synchronous worker waits for all others anyway (legacy's
+collective path, the distribute coordinator, did not delay workers either).
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ nothing of strategies, replicas or padding.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -182,13 +183,16 @@ def _tensor_part(part: Any) -> Any:
 
 
 def to_dataset(result: Any, *, repeat_tensors: bool,
-               iterated: Sequence[tuple[Any, Any]] = ()) -> tf.data.Dataset:
+               iterated: Sequence[tuple[Any, Any]] = (),
+               held: list[HeldValues] | None = None) -> tf.data.Dataset:
     """Turns what input_fn returned into a dataset of (features, labels) or features.
 
     A `(features, labels)` tuple of tensors stands for "the same batch every step", as the
     tensors did in a TF1 graph, so it repeats; tensors `iterator.get_next()` drew from a
     dataset (`iterated`: (dataset, element leaves) per get_next call input_fn made) stand
-    for that dataset's elements, one per step.
+    for that dataset's elements, one per step. With `held` (a list), input_fn's Python values
+    stay out of the dataset: they are appended there as one `HeldValues` for the step to hand
+    model_fn as they are (`hold_python_values`); without it they become tensors.
     """
     if isinstance(result, tf.data.Dataset):
         return result
@@ -201,6 +205,13 @@ def to_dataset(result: Any, *, repeat_tensors: bool,
             "input_fn should return (features, labels) as a len 2 tuple; received a "
             f"{type(result).__name__} of {len(result)}: {result!r:.200}. Return "
             "`(features, labels)`, `features` alone, or a `tf.data.Dataset`.")
+    if held is not None:
+        result, values = hold_python_values(result)
+        if values is not None:
+            held.append(values)
+            if values.everything:  # Nothing for a dataset to carry but the step's pace.
+                dataset = tf.data.Dataset.from_tensors(tf.constant(True))
+                return dataset.repeat() if repeat_tensors else dataset
     if isinstance(result, (tuple, list)):
         dataset = tf.data.Dataset.from_tensors(
             tuple(_tensor_part(part) for part in _sequences_as_tuples(tuple(result))))
@@ -211,6 +222,93 @@ def to_dataset(result: Any, *, repeat_tensors: bool,
             "input_fn must return a `tf.data.Dataset`, a `(features, labels)` tuple or "
             f"`features`; received {type(result).__name__}: {result!r:.200}.")
     return dataset.repeat() if repeat_tensors else dataset
+
+
+def _is_python_value(value: Any) -> bool:
+    """A Python number or string, or a (nested) list or tuple of them: what a TF1 graph's
+    model_fn got as it was, which `tf.data` can only carry as tensors."""
+    if isinstance(value, (bool, int, float, complex, str, bytes)):
+        return True
+    return (isinstance(value, (list, tuple)) and not hasattr(value, "_fields")
+            and all(isinstance(leaf, (bool, int, float, complex, str, bytes))
+                    for leaf in tf.nest.flatten(value)))
+
+
+class _HeldPart(NamedTuple):
+    """Held values of features or labels: the whole part, or some entries of its dict."""
+
+    whole: bool
+    value: Any  # The part itself (`whole`), else {key: value} of the held entries.
+    order: tuple = ()  # The dict's keys in input_fn's order (not `whole`).
+
+    def merge(self, carried: Any) -> Any:
+        if self.whole:
+            return self.value
+        return {key: self.value[key] if key in self.value else carried[key]
+                for key in self.order}
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldValues:
+    """Python values input_fn returned, which model_fn gets as they are, not as tensors.
+
+    Legacy Estimator handed model_fn input_fn's return unchanged: a feature
+    `{'x': [[1], [1]]}` reached it as that list (the graph's ops converted it where used),
+    `dict(), None` as an empty dict and None. A dataset can only carry tensors, so these
+    values stay on the host and `merge` puts them back into each element's (features,
+    labels) before model_fn sees them. `everything`: input_fn returned no tensor at all;
+    the dataset then carries a placeholder per step, and `merge` ignores it.
+    """
+
+    features: _HeldPart | None
+    labels: _HeldPart | None
+    everything: bool = False
+
+    def merge(self, features: Any, labels: Any) -> tuple[Any, Any]:
+        """(features, labels) as input_fn returned them, tensors from the dataset's element."""
+        return tuple(carried if part is None else part.merge(carried)
+                     for carried, part in ((features, self.features),
+                                           (labels, self.labels)))
+
+    def wrap(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        """`step(features, labels, *rest)` given the held values back."""
+
+        def with_held_values(features: Any, labels: Any, *rest: Any) -> Any:
+            return step(*self.merge(features, labels), *rest)
+
+        return with_held_values
+
+
+def _hold_part(part: Any) -> tuple[Any, _HeldPart | None]:
+    """(what the dataset carries of `part`, the held rest or None)."""
+    if _is_python_value(part):
+        return None, _HeldPart(True, part)
+    if type(part) is dict:  # pylint: disable=unidiomatic-typecheck  # Rebuilt as a dict.
+        held = {key: value for key, value in part.items() if _is_python_value(value)}
+        if held and len(held) == len(part):
+            return None, _HeldPart(True, part)  # The dict itself, as input_fn made it.
+        if held:
+            return ({key: value for key, value in part.items() if key not in held},
+                    _HeldPart(False, held, tuple(part)))
+    return part, None
+
+
+def hold_python_values(result: Any) -> tuple[Any, HeldValues | None]:
+    """(what a dataset carries of input_fn's non-dataset `result`, its held Python values).
+
+    See `HeldValues`. A result without Python values comes back as it was, with None.
+    """
+    pair = isinstance(result, (tuple, list)) and len(result) == 2
+    features, labels = (result[0], result[1]) if pair else (result, None)
+    carried_features, held_features = _hold_part(features)
+    carried_labels, held_labels = (_hold_part(labels) if labels is not None
+                                   else (None, None))
+    carried = (carried_features, carried_labels) if pair else carried_features
+    if not any(leaf is not None for leaf in tf.nest.flatten(carried)):
+        return None, HeldValues(_HeldPart(True, features), _HeldPart(True, labels), True)
+    if held_features is None and held_labels is None:
+        return result, None
+    return carried, HeldValues(held_features, held_labels)
 
 
 def _sequences_as_tuples(value: Any) -> Any:

@@ -35,7 +35,8 @@ from tpu_estimator_compat import log as logging
 from tpu_estimator_compat._tf import device_iterators as _device_iterators
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat.cluster import workers as cluster_lib
-from tpu_estimator_compat.inputs.call import call_input_fn, plain_graph, to_dataset
+from tpu_estimator_compat.inputs.call import (HeldValues, call_input_fn, plain_graph,
+                                              to_dataset)
 from tpu_estimator_compat.inputs.context import LOCAL_HOST, BatchPlan
 from tpu_estimator_compat.inputs.pad import BatchAxes, pad_and_mask
 from tpu_estimator_compat.inputs import queue_input
@@ -90,13 +91,15 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
                  *, params: dict[str, Any], config: Any, mode: str, plan: BatchPlan,
                  use_tpu: bool, input_device: str, repeat_tensors: bool = True,
                  pad: bool = False, batch_axis: BatchAxes = BatchAxes(),
-                 fed_to_devices: bool = False) -> tf.data.Dataset:
+                 fed_to_devices: bool = False,
+                 held: list[HeldValues] | None = None) -> tf.data.Dataset:
     """Calls input_fn for one host and returns that host's dataset of per-replica batches.
 
     `distribute` calls it once per host through the strategy; a parameter-server cluster
     calls it once per worker (`worker_dataset_fn`). See `distribute` for the arguments;
     `fed_to_devices` says the dataset feeds a MultiDeviceIterator (see
-    `_without_default_autotune`).
+    `_without_default_autotune`); `held` receives input_fn's Python values, kept out of the
+    dataset (`call.HeldValues`).
     """
     if not (use_tpu and plan.pipeline == InputPipelineConfig.PER_HOST_V1):
         batch_axis = BatchAxes()
@@ -112,7 +115,8 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
         with _tf_patches.applied("inputs.iterator_get_next", iterated), \
                 _tf_patches.applied("inputs.initializable_iterator"):
             result = call()
-        dataset = to_dataset(result, repeat_tensors=repeat_tensors, iterated=iterated)
+        dataset = to_dataset(result, repeat_tensors=repeat_tensors, iterated=iterated,
+                             held=held)
     except (RuntimeError, ValueError) as error:
         if not queue_input.is_queue_refusal(error):
             raise
@@ -187,6 +191,8 @@ class DistributedInput:
     dataset: Any
     replica_spec: Any
     known_endless: bool | None = None  # Where `dataset` cannot say (parameter servers).
+    # input_fn's Python values, which the step gives model_fn as they are (`wrap_step`).
+    held: HeldValues | None = None
 
     @property
     def endless(self) -> bool:
@@ -196,8 +202,13 @@ class DistributedInput:
 
     @property
     def spec_key(self) -> str:
-        """A hashable key of `replica_spec`: compiled loops are kept per input shape."""
-        return repr(self.replica_spec)
+        """A hashable key of `replica_spec` (and of the held values a trace bakes in):
+        compiled loops are kept per input shape."""
+        return repr(self.replica_spec) + ("" if self.held is None else repr(self.held))
+
+    def wrap_step(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        """`step(features, labels, *rest)` given input_fn's held Python values back."""
+        return step if self.held is None else self.held.wrap(step)
 
 
 def distribute(strategy: tf.distribute.Strategy, input_fn: Callable[..., Any],
@@ -218,22 +229,30 @@ def distribute_input(strategy: tf.distribute.Strategy, input_fn: Callable[..., A
     masked batches (see `pad_and_mask`). `batch_axis` is honoured where legacy honoured it:
     PER_HOST_V1 with use_tpu=True, whose host batches are split (and padded) along each
     tensor's batch axis; elsewhere legacy ignored it, and so does this.
+
+    On one replica input_fn's Python values (`{'x': [[1], [1]]}`, `dict(), None`) stay out
+    of the dataset and reach model_fn as they are (`DistributedInput.held`), as legacy's
+    one-device graph gave them; on several replicas or padded batches (legacy took only
+    datasets or tensors there) they are tensors, fed like the others.
     """
     fed_to_devices = _feeds_devices(strategy)
     replica_specs: list[Any] = []
+    held: list[HeldValues] | None = (
+        [] if plan.num_replicas == 1 and not pad and not batch_axis.axes else None)
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         dataset = host_dataset(input_fn, input_context, params=params, config=config,
                                mode=mode, plan=plan, use_tpu=use_tpu,
                                input_device=_host_device(strategy, input_context),
                                repeat_tensors=repeat_tensors, pad=pad, batch_axis=batch_axis,
-                               fed_to_devices=fed_to_devices)
+                               fed_to_devices=fed_to_devices, held=held)
         replica_specs.append(dataset.element_spec)
         return dataset
 
     options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
     dataset = strategy.distribute_datasets_from_function(dataset_fn, options)
-    return DistributedInput(dataset, replica_specs[0] if replica_specs else None)
+    return DistributedInput(dataset, replica_specs[0] if replica_specs else None,
+                            held=held[0] if held else None)
 
 
 def _cardinality(dataset: tf.data.Dataset) -> int | None:

@@ -314,6 +314,22 @@ TF_TPU_LIBRARY_NAMES: dict[str, dict[str, str]] = {
         "TableConfig", "FeatureConfig", "AdagradParameters", "AdamParameters",
         "FtrlParameters", "StochasticGradientDescentParameters")},
 }
+# TF 2.15 `tensorflow.python.distribute` modules TF 2.16 removed whose names this library
+# implements, by module, as `TF_TPU_LIBRARY_NAMES`: `estimator_training`, the distribute
+# coordinator's RunConfig side, which tensorflow-estimator's code and tests import first.
+TF_PRIVATE_DISTRIBUTE = "tensorflow.python.distribute"
+_ESTIMATOR_TRAINING = "tpu_estimator_compat.legacy.estimator_training"
+TF_DISTRIBUTE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
+    "estimator_training": {name: f"{_ESTIMATOR_TRAINING}:{name}" for name in (
+        "CHIEF", "EVALUATOR", "PS", "WORKER", "init_run_config",
+        "should_run_distribute_coordinator")},
+}
+# What a name these modules lack says, where the estimator hint would mislead.
+TF_LIBRARY_HINTS = {
+    "estimator_training": "The distribute coordinator itself is not served: call "
+                          "`tf.estimator.train_and_evaluate`; a TF_CONFIG cluster trains "
+                          "through the strategy tpu_estimator_compat picks for it.",
+}
 
 # The private modules of tensorflow-estimator 2.15.0 (its package tree, tests and the generated
 # `api` excluded), relative to `tensorflow_estimator.python.estimator`. TF 1.x shipped the same

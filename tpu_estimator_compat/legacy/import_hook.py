@@ -47,7 +47,14 @@ _ESTIMATOR_ROOTS = estimator_map.ESTIMATOR_MODULE_NAMES
 # `estimator_map.TF_TPU_STUBS`), served only where TensorFlow itself has no such module.
 _TF_PRIVATE_TPU = estimator_map.TF_PRIVATE_TPU
 _TF_TPU_STUBS = estimator_map.TF_TPU_STUBS
-_PREFIXES = (_CONTRIB, _TFE, _TF_PRIVATE_ESTIMATOR, _TF_PRIVATE_TPU + ".") + _ESTIMATOR_ROOTS
+# Removed TF modules whose names this library implements, by parent package.
+_TF_LIBRARY_MODULES = {_TF_PRIVATE_TPU: estimator_map.TF_TPU_LIBRARY_NAMES,
+                       estimator_map.TF_PRIVATE_DISTRIBUTE:
+                           estimator_map.TF_DISTRIBUTE_LIBRARY_NAMES}
+_PREFIXES = ((_CONTRIB, _TFE, _TF_PRIVATE_ESTIMATOR, _TF_PRIVATE_TPU + ".")
+             + tuple(f"{estimator_map.TF_PRIVATE_DISTRIBUTE}.{name}"
+                     for name in estimator_map.TF_DISTRIBUTE_LIBRARY_NAMES)
+             + _ESTIMATOR_ROOTS)
 # tensorflow-estimator 2.15.0's private modules, relative to `_TFE_PRIVATE` (TF 1.x shipped
 # the same tree as `tensorflow.python.estimator`; both prefixes serve it).
 _PRIVATE_ESTIMATOR_MODULES = estimator_map.PRIVATE_ESTIMATOR_MODULES
@@ -321,23 +328,25 @@ def _tf_tpu_stub(fullname: str) -> str | None:
     return f"tpu.{name}"
 
 
-def _tf_tpu_library_module(fullname: str) -> bool:
-    """Whether `fullname` is a removed `tensorflow.python.tpu` module this library serves
-    (`estimator_map.TF_TPU_LIBRARY_NAMES`) and this TensorFlow does not have."""
+def _tf_library_module(fullname: str) -> bool:
+    """Whether `fullname` is a removed `tensorflow.python.tpu` or `.distribute` module this
+    library serves (`_TF_LIBRARY_MODULES`) and this TensorFlow does not have."""
     parent, _, name = fullname.rpartition(".")
-    if parent != _TF_PRIVATE_TPU or name not in estimator_map.TF_TPU_LIBRARY_NAMES:
+    if name not in _TF_LIBRARY_MODULES.get(parent, {}):
         return False
-    package = importlib.import_module(_TF_PRIVATE_TPU)
+    package = importlib.import_module(parent)
     return importlib.machinery.PathFinder.find_spec(fullname, package.__path__) is None
 
 
-def _build_tf_tpu_library_module(fullname: str) -> types.ModuleType:
+def _build_tf_library_module(fullname: str) -> types.ModuleType:
     members = {}
-    for name, where in estimator_map.TF_TPU_LIBRARY_NAMES[fullname.rpartition(".")[2]].items():
+    parent, _, module_name = fullname.rpartition(".")
+    for name, where in _TF_LIBRARY_MODULES[parent][module_name].items():
         module, _, attribute = where.partition(":")
         members[name] = getattr(importlib.import_module(module), attribute)
     return _namespace(fullname, fullname, [], members=members,
-                      hint=estimator_names.ESTIMATOR_HINT)
+                      hint=estimator_map.TF_LIBRARY_HINTS.get(module_name,
+                                                              estimator_names.ESTIMATOR_HINT))
 
 
 def build_module(fullname: str) -> types.ModuleType | None:
@@ -347,9 +356,11 @@ def build_module(fullname: str) -> types.ModuleType | None:
     """
     if not fullname.startswith(_PREFIXES) or not namespaces.installed():
         return None
+    if fullname.startswith(estimator_map.TF_PRIVATE_DISTRIBUTE + "."):
+        return _build_tf_library_module(fullname) if _tf_library_module(fullname) else None
     if fullname.startswith(_TF_PRIVATE_TPU + "."):
-        if _tf_tpu_library_module(fullname):
-            return _build_tf_tpu_library_module(fullname)
+        if _tf_library_module(fullname):
+            return _build_tf_library_module(fullname)
         relative = _tf_tpu_stub(fullname)
         return (None if relative is None else
                 _build_private_estimator(fullname, relative, _TFE_PRIVATE + "." + relative))
@@ -426,4 +437,5 @@ def serves(fullname: str) -> bool:
     `tf.compat.v1`): TF1 mode sends imports of these to the real import system."""
     return (_under(fullname, _CONTRIB) or _under(fullname, _TF_PRIVATE_ESTIMATOR)
             or (fullname.startswith(_TF_PRIVATE_TPU + ".") and (
-                _tf_tpu_stub(fullname) is not None or _tf_tpu_library_module(fullname))))
+                _tf_tpu_stub(fullname) is not None or _tf_library_module(fullname)))
+            or (fullname.startswith(_PREFIXES) and _tf_library_module(fullname)))

@@ -25,10 +25,19 @@ from tpu_estimator_compat.loop.train_loop import LoopResult
 from tpu_estimator_compat.summary import progress
 
 
-def _raise_on_nan_loss(step: int, result: LoopResult) -> None:
-    """Raises before anything is saved when a step of the loop that ended at `step` diverged."""
+def _raise_on_nan_loss(step: int, result: LoopResult, listeners: Sequence["LoopListener"],
+                       seconds: float) -> None:
+    """Raises before anything is saved when a step of the loop that ended at `step` diverged.
+
+    Listeners that observe runs as the user's hooks did (`observes_diverged_runs`) see the
+    loop first: legacy Estimator's NanTensorHook came after the user's hooks, whose
+    `after_run` saw the diverged step.
+    """
     error = nan_loss.first_nan_loss(result.losses, result.starts(step))
     if error is not None:
+        for listener in listeners:
+            if getattr(listener, "observes_diverged_runs", False):
+                listener.after_loop(step, result, seconds)
         raise error
 
 
@@ -90,7 +99,7 @@ class TrainDriver:
             step = result.global_step if result.global_step is not None else self.read_step()
             rest = self._report(step, result, seconds)
             if self.stop_on_nan_loss:
-                _raise_on_nan_loss(step, result)
+                _raise_on_nan_loss(step, result, self.listeners, seconds)
             if self.checkpoint.should_save(step):
                 self.checkpoint.save(step)
             rest()

@@ -459,10 +459,12 @@ def _with_row_count(step: Callable[..., dict[str, Any]],
     def replica_fn(features: Any, labels: Any, mask: Any) -> dict[str, Any]:
         out = dict(step(features, labels, mask) if takes_mask else step(features, labels))
         if mask is None:
-            # A scalar feature is one example (legacy's plain Estimator took an input_fn of
-            # unbatched examples, `Dataset.range(10)`, one per session.run).
-            first = tf.nest.flatten(features)[0]
-            rows = tf.shape(first)[0] if first.shape.rank != 0 else 1
+            # The first tensor's batch; one row when the dataset carries none (input_fn's
+            # Python values, held out of it: `inputs.call.HeldValues`).
+            leaf = next((t for t in tf.nest.flatten((features, labels)) if t is not None),
+                        None)
+            rows = (tf.shape(leaf)[0] if leaf is not None and leaf.shape.rank != 0
+                    else tf.constant(1))
             mask = tf.ones([rows], tf.bool)
         out["mask"] = mask
         out["rows"] = tf.reduce_sum(tf.cast(mask, tf.float32))

@@ -230,8 +230,10 @@ def _private(parts: list[str], module_parts: int) -> Verdict | None:
             and "tensorflow." + ".".join(parts[:3]) not in private):
         verdict = _private_estimator(estimator_map.TFE_PRIVATE, ["tpu"] + parts[2:])
         return dataclasses.replace(verdict, name=".".join(["tensorflow"] + parts[:4]))
-    served = (estimator_map.TF_TPU_LIBRARY_NAMES.get(parts[2], {})
-              if parts[:2] == ["python", "tpu"] and len(parts) > 2 else {})
+    tables = {"tpu": estimator_map.TF_TPU_LIBRARY_NAMES,
+              "distribute": estimator_map.TF_DISTRIBUTE_LIBRARY_NAMES}
+    served = (tables[parts[1]].get(parts[2], {})
+              if len(parts) > 2 and parts[0] == "python" and parts[1] in tables else {})
     if served and "tensorflow." + ".".join(parts[:3]) not in private:
         return _tf_tpu_library_verdict(parts, served)
     module = "tensorflow." + ".".join(parts[:max(1, module_parts)])
@@ -243,7 +245,8 @@ def _private(parts: list[str], module_parts: int) -> Verdict | None:
 
 
 def _tf_tpu_library_verdict(parts: list[str], served: dict[str, str]) -> Verdict:
-    """`tensorflow.python.tpu.<module>[.<name>]` of a removed module this library serves."""
+    """`tensorflow.python.{tpu,distribute}.<module>[.<name>]` of a removed module this
+    library serves."""
     module = "tensorflow." + ".".join(parts[:3])
     if len(parts) == 3:
         return Verdict(module, SERVED, "Served by tpu_estimator_compat (TF 2.16 removed it).")

@@ -332,11 +332,13 @@ class _Loops:
                 update = replica_step.make_metric_update(runtime.registry,
                                                          runtime.global_step, record)
             else:
-                step = replica_step.make_predict_step(*args, record=record,
-                                                      hook_tensor_names=names)
+                predict = replica_step.make_predict_step(*args, record=record,
+                                                         hook_tensor_names=names)
+                # Legacy's predict off TPU gave model_fn input_fn's features alone.
+                step = predict if self.on_tpu else lambda features, _: predict(features, None)
                 update = None
             functions[key] = (inference_loop_lib.InferenceLoop(
-                runtime.strategy, step, padded=self.padded,
+                runtime.strategy, self.source.wrap_step(step), padded=self.padded,
                 input_spec=self.source.replica_spec,
                 # Off TPU the loop size is chosen after the trace (see CPU_EVAL_LOOP_STEPS):
                 # one traced loop for any size.

@@ -342,11 +342,11 @@ class TrainSession:
 
         def build(emit_host_call: bool, specs: list[tf.TensorSpec] | None,
                   emit_summaries: bool = False) -> Any:
-            step = replica_step.make_train_step(
+            step = source.wrap_step(replica_step.make_train_step(
                 caller, runtime.registry, runtime.global_step, plan.for_model_fn,
                 record=record, emit_host_call=emit_host_call,
                 hook_tensor_names=tuple(name for name, _ in hook_tensors),
-                write_summaries=write_summaries, emit_summaries=emit_summaries)
+                write_summaries=write_summaries, emit_summaries=emit_summaries))
             return loop_lib.make_multi_step_train_fn(
                 runtime.strategy, step, host_call_specs=specs,
                 host_call_every_n=self._host_call_every_n(), global_step=runtime.global_step,
@@ -384,6 +384,8 @@ class TrainSession:
 
 class _HookListener:
     """Adapts the hook runner to the driver's loop listener interface."""
+
+    observes_diverged_runs = True  # Hooks see a diverged loop before the NaN error.
 
     def __init__(self, runner: hooks_lib.HookRunner) -> None:
         self._runner = runner
