@@ -304,8 +304,11 @@ def main():
     shapes = golden["shapes"]["dnn_classifier_v1"]
     with tempfile.TemporaryDirectory() as workdir:
         golden["early_stopping"] = run_early_stopping(workdir, shapes)
-    with tempfile.TemporaryDirectory() as workdir:
-        write_model_dir(shapes, workdir)
+    if not os.environ.get("LEGACY_KEEP_MODEL_DIR"):
+        # dev/record_cpu_variant.sh keeps the committed model_dir: a CPU variant resumes
+        # and warm-starts from the same files the primary recording did.
+        with tempfile.TemporaryDirectory() as workdir:
+            write_model_dir(shapes, workdir)
     with tempfile.TemporaryDirectory() as workdir:
         golden["resume"] = resume(MODEL_DIR, workdir)
     with tempfile.TemporaryDirectory() as workdir:
