@@ -117,7 +117,9 @@ def _predict_input_fn(params):
     return tf.data.Dataset.from_tensor_slices(x).batch(params["batch_size"])
 
 
-def _model_fn(dropout):
+def _model_fn(dropout, losses=None):
+    """A linear model; with `dropout`, masks in every mode. `losses` gets every train step's
+    per-replica losses (a host_call), unchanged by a learning rate of 0."""
     def model_fn(features, labels, mode, params):
         del params
         w = v1.get_variable("w", [4, 1], initializer=v1.ones_initializer())
@@ -130,14 +132,22 @@ def _model_fn(dropout):
         loss = tf.reduce_mean(tf.square(out - tf.cast(labels[:, None], tf.float32)))
         train_op = v1.tpu.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.0)).minimize(
             loss, global_step=v1.train.get_global_step())
-        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+        host_call = None
+        if losses is not None:
+            def record(values):
+                losses.append(values.numpy().tolist())
+                return 0
+
+            host_call = (lambda loss: [tf.py_function(record, [loss], tf.int32)],
+                         [tf.reshape(loss, [1])])
+        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op, host_call=host_call)
     return model_fn
 
 
-def _estimator(tmp_path, strategy, dropout):
+def _estimator(tmp_path, strategy, dropout, losses=None):
     config = RunConfig(model_dir=str(tmp_path), tf_random_seed=1, train_distribute=strategy,
                        eval_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=2))
-    estimator = TPUEstimator(model_fn=_model_fn(dropout), config=config, use_tpu=True,
+    estimator = TPUEstimator(model_fn=_model_fn(dropout, losses), config=config, use_tpu=True,
                              train_batch_size=BATCH, eval_batch_size=BATCH,
                              predict_batch_size=BATCH)
     estimator.train(_input_fn, steps=2)
@@ -149,8 +159,16 @@ def _predict(estimator):
 
 
 def test_seeded_dropout_restarts_its_masks_at_every_call(tmp_path, strategy):
-    """Legacy's new graph per call: the same masks in every predict() (and train())."""
-    estimator = _estimator(tmp_path, strategy, dropout=True)
+    """Legacy's new graph per call: the same masks in every train(), evaluate() and
+    predict()."""
+    losses = []
+    estimator = _estimator(tmp_path, strategy, dropout=True, losses=losses)
+    estimator.train(_input_fn, steps=2)
+    estimator.train(_input_fn, steps=2)
+    assert len(losses) == 6 and losses[0] != losses[1]  # Each step its own masks,
+    assert losses[2:4] == losses[:2] and losses[4:] == losses[:2]  # restarted every call.
+    assert estimator.evaluate(_input_fn, steps=1)["loss"] == estimator.evaluate(
+        _input_fn, steps=1)["loss"]
     first = _predict(estimator)
     assert len(np.unique(first)) > 1  # The masks differ between rows.
     resets = random_streams.counts()[0]
