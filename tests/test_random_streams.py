@@ -14,6 +14,7 @@ import tensorflow as tf
 from tensorflow.python.eager import context  # Graph collection: the instantiation count.
 
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import random_streams
 
 v1 = tf.compat.v1
@@ -94,6 +95,17 @@ def test_eager_draws_clear_every_cache_at_the_next_seeded_call():
     assert random_streams.restart(3)
     list(tf.data.Dataset.range(4).shuffle(4))
     assert not random_streams.restart(3)
+
+
+def test_explicitly_seeded_eager_ops_while_input_fn_runs_clear_every_cache_too():
+    random_streams.restart(3, fresh=True)
+    with _tf_patches.applied("random_streams.explicit_seeds"):
+        list(tf.data.Dataset.range(4).shuffle(4, seed=1))  # tf.data's: no clear.
+    assert not random_streams.restart(3)
+    with _tf_patches.applied("random_streams.explicit_seeds"):
+        first = tf.random.uniform([2], seed=1).numpy()
+    assert random_streams.restart(3)
+    np.testing.assert_array_equal(tf.random.uniform([2], seed=1).numpy(), first)
 
 
 def test_a_script_seed_in_between_is_not_trusted():
@@ -192,3 +204,16 @@ def test_calls_without_random_ops_keep_their_compiled_loops(tmp_path, strategy):
         tf.random.set_seed(1)  # What each call did before: every function instantiated again.
         _, again = _instantiated(call)
         assert again > kept[name], (name, kept, again)
+
+
+def test_input_fn_random_data_repeats_every_call(tmp_path, strategy):
+    """An input_fn making its data with seeded random ops (eager here, in each call's new
+    graph in legacy) gives the same data in every call."""
+    def input_fn(params):
+        x = tf.random.uniform([BATCH, 4], seed=7)
+        return tf.data.Dataset.from_tensor_slices(x).batch(params["batch_size"])
+
+    estimator = _estimator(tmp_path, strategy, dropout=False)
+    first = [p["y"] for p in estimator.predict(input_fn)]
+    second = [p["y"] for p in estimator.predict(input_fn)]
+    np.testing.assert_array_equal(second, first)

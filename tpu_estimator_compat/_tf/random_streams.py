@@ -15,11 +15,12 @@ stream need a new start, so `restart` sets the seed without the reset, and:
   of its own before it runs again (`note_function`, called by every compiled loop's
   dispatch): it is removed from the eager context and added back, which drops its cached
   kernel only; no other function is instantiated again;
-- eager ops that drew op seeds from the context since the last restart would continue the
-  streams the same seeds started in their cached kernels (seen on the context's op-seed
-  generator; tf.data's draws are left out, a dataset keeps its random state itself): then,
-  or when the caller asks (`fresh`: variables are initialised), every cache is cleared, as
-  `tf.random.set_seed` did.
+- eager random ops since the last restart would continue the streams the same seeds
+  started in their cached kernels: unseeded ones are seen drawing op seeds from the
+  context's op-seed generator, ones with an explicit op seed while input_fn runs through
+  patch `random_streams.explicit_seeds` (tf.data's are left out: a dataset keeps its random
+  state itself). Then, or when the caller asks (`fresh`: variables are initialised), every
+  cache is cleared, as `tf.random.set_seed` did.
 
 Why private: no public API sets the global seed without the reset (the context's `_seed`
 and `_rng` fields are what `Context._set_global_seed` sets), clears the kernel cache
@@ -132,6 +133,20 @@ def _new_kernels(concrete_fn: Any) -> None:
     definition = ctx.get_function_def(name)
     ctx.remove_function(name)
     ctx.add_function_def(definition)
+
+
+def watched_get_seed(original: Any) -> Any:
+    """The replacement of patch `random_streams.explicit_seeds` (while input_fn runs): an
+    eager random op with an explicit op seed also makes the next seeded call clear every
+    cache (an unseeded one is seen drawing from the context's op-seed generator)."""
+
+    def get_seed(op_seed: Any) -> Any:
+        if (op_seed is not None and not _state.eager_draws and tf.executing_eagerly()
+                and not _drawn_by_tf_data(sys._getframe(1))):
+            _state.eager_draws = True
+        return original(op_seed)
+
+    return get_seed
 
 
 def note_streams() -> None:
