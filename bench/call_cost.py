@@ -1,6 +1,7 @@
 """Fixed cost per call and steady steps/s on N replicas: the shim and a hand loop, one process.
 
     python -m bench.call_cost [--replicas 8] [--rounds 3] [--json bench/results/F.jsonl]
+    python -m bench.call_cost --profile [--noseed] [--top N]   # counts of one call each
 
 Issue 45's rows. One process holds both sides on the same MirroredStrategy over the CPU
 split into N logical devices (the shim's own process-wide strategy; a second strategy would
@@ -134,6 +135,49 @@ def _hand_side(strategy: Any, npz: str) -> dict[str, Callable]:
     return {"train": train, "evaluate": evaluate, "predict": predict}
 
 
+def profile(replicas: int, noseed: bool = False, top: int = 0) -> list[dict[str, Any]]:
+    """One 1-step train, 1-batch evaluate and 1-batch predict call of the shim after two
+    warm-up calls of each: seconds, Python function calls (cProfile) and the function
+    graphs TensorFlow instantiated during the call (its graph collection). Counts, unlike
+    seconds, do not depend on the machine's load."""
+    import cProfile
+    import io
+    import pstats
+
+    _env()
+    from bench import data, devices
+
+    names = devices.split_cpu(replicas)
+    from tensorflow.python.eager import context  # Graph collection: no public switch.
+
+    tmp = tempfile.mkdtemp(prefix="call_cost_")
+    npz = os.path.join(tmp, "digits.npz")
+    data.generate(npz, REPO)
+    rows = []
+    for seed in (1, None) if noseed else (1,):
+        side = _shim_side(names, npz, tmp, seed=seed)
+        for _ in range(2):
+            for kind in ("train", "evaluate", "predict"):
+                side[kind](1)
+        for kind in ("train", "evaluate", "predict"):
+            ctx, profiler = context.context(), cProfile.Profile()
+            ctx.enable_graph_collection()
+            start = time.perf_counter()
+            profiler.runcall(side[kind], 1)
+            seconds = time.perf_counter() - start
+            graphs = len(ctx.export_run_metadata().function_graphs)
+            ctx.disable_graph_collection()
+            out = io.StringIO()
+            stats = pstats.Stats(profiler, stream=out)
+            if top:
+                stats.sort_stats("cumulative").print_stats(top)
+            rows.append({"side": "shim" if seed else "shim_noseed", "kind": kind,
+                         "seconds": seconds, "python_calls": stats.total_calls,
+                         "function_graphs": graphs, "load1": os.getloadavg()[0],
+                         "top": out.getvalue()})
+    return rows
+
+
 def _timed(fn: Callable[[int], Any], n: int) -> float:
     start = time.perf_counter()
     fn(n)
@@ -243,7 +287,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--from-json", help="print the figures of a --json file; run nothing")
     p.add_argument("--noseed", action="store_true",
                    help="also time the shim with RunConfig(tf_random_seed=None)")
+    p.add_argument("--profile", action="store_true",
+                   help="profile one call of each kind of the shim (and shim_noseed with "
+                        "--noseed) instead of timing; print counts")
+    p.add_argument("--top", type=int, default=0,
+                   help="with --profile: also print the N costliest functions of each call")
     args = p.parse_args(argv)
+    if args.profile:
+        for row in profile(args.replicas, noseed=args.noseed, top=args.top):
+            print(row.pop("top"), end="")
+            print(json.dumps(row))
+        sys.stdout.flush()
+        os._exit(0)
     if args.from_json:
         figures = figures_from_json(args.from_json)
         for subject in figures:

@@ -115,6 +115,7 @@ PATCHED_SYMBOLS = {
         ("tensorflow.python.data.ops.iterator_ops.OwnedIterator.get_next",),
     "inputs.initializable_iterator":
         ("tensorflow.python.data.ops.dataset_ops.DatasetV1._make_initializable_iterator",),
+    "random_streams.explicit_seeds": ("tensorflow.python.framework.random_seed.get_seed",),
     "hooks.Saver": ("tensorflow.compat.v1.train.Saver",
                     "tensorflow.python.training.saver.Saver"),
     "cluster.local_devices": ("tensorflow.python.distribute.collective_all_reduce_strategy."
@@ -142,6 +143,7 @@ _SCOPED = [p for p in _tf_patches.PATCHES if p.kind == _tf_patches.SCOPED]
 
 # What each scoped patch's builder takes (see the owning module's builder).
 _SCOPED_ARGS = {
+    "random_streams.explicit_seeds": lambda: (),
     "hub_support.try_get_state_scope": lambda: (),
     "hub_support.init_state": lambda: (),
     "hub_support.create_apply_graph": lambda: (),
@@ -170,7 +172,7 @@ _SCOPED_ARGS = {
 }
 
 _SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py",
-                 "_tf/device_iterators.py", "_tf/estimator_seam.py")
+                 "_tf/device_iterators.py", "_tf/estimator_seam.py", "_tf/random_streams.py")
 
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {

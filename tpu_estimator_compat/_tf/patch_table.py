@@ -466,6 +466,19 @@ PATCHES: tuple[Patch, ...] = (
         signature=("(self, shared_name=None) -> "
                    "tensorflow.python.data.ops.iterator_ops.Iterator")),
     Patch(
+        name="random_streams.explicit_seeds",
+        kind=SCOPED,
+        target="tensorflow.python.framework.random_seed.get_seed",
+        why="Legacy called input_fn in each call's new graph, so its random ops restarted "
+            "their streams every call. Here input_fn runs eagerly, where a random op's "
+            "kernel is cached per (seed, op seed) and would continue its stream in the next "
+            "call; the shim clears that cache only when such a kernel may exist "
+            "(`_tf/random_streams.py`). An unseeded op shows itself by drawing an op seed "
+            "from the context; one with an explicit op seed only through this function, "
+            "which every TensorFlow random op calls for its seeds, while input_fn runs.",
+        build="tpu_estimator_compat._tf.random_streams:watched_get_seed",
+        signature="(op_seed)"),
+    Patch(
         name="hooks.global_step_read",
         kind=SCOPED,
         target="tensorflow.python.training.training_util._get_or_create_global_step_read",

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import tensorflow as tf
 
+from tpu_estimator_compat._tf import random_streams
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat import config as config_lib
@@ -247,22 +248,24 @@ class Estimator:
             self._runtimes[key] = runtime_lib.new_runtime(choice.strategy)
         return self._runtimes[key]
 
-    def _seed_random(self, initializing: bool = True) -> None:
+    def _seed_random(self, initializing: bool = True, host: bool | None = None) -> None:
         """Sets the graph seed legacy gave each run's new graph: RunConfig's tf_random_seed,
         or none (a seed a script or an earlier run set does not carry over).
 
+        Random ops start their streams afresh as in legacy's new graph; TensorFlow's kernel
+        caches (every compiled function) are reset only when `initializing` or when a
+        cached kernel may keep a stream (`_tf/random_streams.py`).
+
         `initializing`: variables are initialised in this run, so every random source is
-        seeded, as legacy's graph seed did for them.
+        seeded, as legacy's graph seed did for them. `host` (default: `initializing`):
+        Python's `random`, NumPy and Keras 2's seed generator are seeded too, since Keras 2
+        initializers and layers draw their seeds from them (legacy graph mode got this from
+        the graph seed).
         """
         seed = self._config.tf_random_seed
-        if seed is None:
-            tf.random.set_seed(None)
-        elif initializing:
-            # Keras 2 initializers draw their seeds from Python's `random`, so seeding TF
-            # alone does not repeat a run; legacy graph mode got this from the graph seed.
-            tf.keras.utils.set_random_seed(seed)
-        else:
-            tf.random.set_seed(seed)
+        if seed is not None and (initializing if host is None else host):
+            random_streams.seed_host_generators(seed)
+        random_streams.restart(seed, fresh=initializing)
 
     def _plan(self, mode: str, strategy: tf.distribute.Strategy) -> context_lib.BatchPlan:
         name = {ModeKeys.TRAIN: "train_batch_size", ModeKeys.EVAL: "eval_batch_size",
@@ -326,7 +329,7 @@ class Estimator:
         target = max_steps if max_steps is not None else (
             start_step + steps if steps is not None else None)
         plan = self._plan(ModeKeys.TRAIN, runtime.strategy)
-        self._seed_random()
+        self._seed_random(initializing=self.latest_checkpoint() is None, host=True)
         # Only the chief writes into model_dir; the other workers of its job share it.
         lock = (safety.ModelDirLock(self._model_dir) if cluster_lib.is_chief(runtime.strategy)
                 else contextlib.nullcontext())

@@ -113,7 +113,8 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
 
     try:
         with _tf_patches.applied("inputs.iterator_get_next", iterated), \
-                _tf_patches.applied("inputs.initializable_iterator"):
+                _tf_patches.applied("inputs.initializable_iterator"), \
+                _tf_patches.applied("random_streams.explicit_seeds"):
             result = call()
         dataset = to_dataset(result, repeat_tensors=repeat_tensors, iterated=iterated,
                              held=held)

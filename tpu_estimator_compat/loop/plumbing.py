@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tpu_estimator_compat import shapes as shapes_lib
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat._tf import random_streams
 from tpu_estimator_compat.cluster import workers as cluster_lib
 
 
@@ -70,6 +71,8 @@ class Dispatch:
 
     def _lookup(self, iterator: Any, n: int) -> tuple[Any, list[tf.Tensor]]:
         concrete = self.concrete(iterator)
+        # A seeded call restarts the random streams this function's kernels keep, if any.
+        random_streams.note_function(concrete)
         n = n if self._counted else 1
         flat = self._flat.get(n)
         if flat is None:

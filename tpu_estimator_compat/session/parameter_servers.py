@@ -38,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat._tf import random_streams
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.loop import train_loop as loop_lib
@@ -223,6 +224,7 @@ class ScheduledSteps:
 
     def __call__(self, n: int) -> loop_lib.LoopResult:
         coordinator = _coordinator(self.pss)
+        random_streams.note_streams()  # Kernels on the workers: not inspected, reset as before.
         chunks = [min(self.per_worker, n - start) for start in range(0, n, self.per_worker)]
         with self.scopes():
             remotes = [coordinator.schedule(self.loop_fn,

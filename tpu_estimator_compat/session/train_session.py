@@ -151,12 +151,12 @@ class TrainSession:
                    iterator: Any) -> contextlib.AbstractContextManager:
         """Inside: the train function is prepared for this call's iterator on another thread.
 
-        Each call's new iterator (and, with `tf_random_seed`, the eager kernel cache that
-        `tf.random.set_seed` clears so random ops start their streams afresh, as a new
-        legacy graph did) makes TensorFlow instantiate the function again, Grappler
-        included. That overlaps what the call does before its first step and needs no
-        input: the restore (or a fresh model's initialisation) and the first checkpoint
-        (`loop.train_loop.compiling`). Not on parameter servers or several clients, where
+        A model whose loop holds stateful random ops (dropout) gets new kernels for it at
+        every seeded call, so its streams start afresh as in legacy's new graph
+        (`_tf/random_streams.py`), and TensorFlow instantiates the function again, Grappler
+        included; so does a call that initialises variables. That overlaps what the call
+        does before its first step and needs no input: the restore (or a fresh model's
+        initialisation) and the first checkpoint (`loop.train_loop.compiling`). Not on parameter servers or several clients, where
         a call is not one local function.
         """
         strategy = self._runtime.strategy

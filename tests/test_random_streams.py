@@ -1,0 +1,219 @@
+"""Tests for tpu_estimator_compat._tf.random_streams: legacy's per-call random streams,
+without TensorFlow instantiating every compiled function again at every seeded call.
+
+Directly on small `tf.function`s, then through TPUEstimator on the default strategy and on
+8 MirroredStrategy replicas: a seeded model with dropout still restarts its masks at every
+call, as legacy's new graph did; a model without random ops keeps its compiled loops.
+Instantiations are counted with TensorFlow's own graph collection (every function graph the
+runtime instantiates while it is on).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.eager import context  # Graph collection: the instantiation count.
+
+from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
+from tpu_estimator_compat._tf import patches as _tf_patches
+from tpu_estimator_compat._tf import random_streams
+
+v1 = tf.compat.v1
+BATCH = 16
+
+
+def _instantiated(fn):
+    """(fn's result, how many function graphs TensorFlow instantiated while it ran)."""
+    ctx = context.context()
+    ctx.enable_graph_collection()
+    try:
+        out = fn()
+    finally:
+        metadata = ctx.export_run_metadata()
+        ctx.disable_graph_collection()
+    return out, len(metadata.function_graphs)
+
+
+@pytest.mark.parametrize("body, holds", [
+    (lambda x: tf.random.uniform([2]) + x, True),
+    (lambda x: tf.nn.dropout(tf.ones([4]) + x, 0.5), True),
+    (lambda x: tf.random.shuffle(tf.range(4.0)) + x, True),
+    (lambda x: tf.random.truncated_normal([2]) + x, True),
+    (lambda x: tf.cast(tf.random.categorical([[0.5, 0.5]], 2), tf.float32) + x, True),
+    # Inside a while_loop body: a function of the library, not of the outer graph.
+    (lambda x: tf.while_loop(lambda i, y: i < 2,
+                             lambda i, y: (i + 1, y + tf.random.normal([])), [0, x])[1], True),
+    (lambda x: tf.random.stateless_uniform([2], seed=[1, 2]) + x, False),
+    (lambda x: x * 2.0, False),
+])
+def test_holds_stateful_random_ops(body, holds):
+    concrete = tf.function(body).get_concrete_function(tf.TensorSpec([], tf.float32))
+    assert random_streams.holds_stateful_random_ops(concrete) is holds
+
+
+def _random_fn():
+    return tf.function(lambda: tf.random.uniform([3])).get_concrete_function()
+
+
+def test_only_a_noted_random_function_restarts_its_stream():
+    random_streams.restart(5, fresh=True)
+    noted, other = _random_fn(), _random_fn()
+    plain = tf.function(lambda x: x * 2.0).get_concrete_function(tf.TensorSpec([]))
+    for fn in (noted, plain):
+        assert not random_streams.note_function(fn)  # First run: nothing to restart.
+    first, other_first = noted().numpy(), other().numpy()
+    assert not np.array_equal(noted().numpy(), first)  # The stream advances within a call.
+    plain(tf.constant(1.0))
+
+    assert not random_streams.restart(5)  # A new seeded call: no cache cleared.
+    assert random_streams.note_function(noted)
+    assert not random_streams.note_function(noted)  # Once per call.
+    np.testing.assert_array_equal(noted().numpy(), first)
+    assert not random_streams.note_function(plain)
+    _, count = _instantiated(lambda: plain(tf.constant(1.0)))
+    assert count == 0  # Its kernel was kept.
+    # A function the estimator does not run keeps its stream: nothing cleared every cache.
+    assert not np.array_equal(other().numpy(), other_first)
+
+
+def test_unseeded_calls_restart_nothing():
+    random_streams.restart(None)
+    fn = _random_fn()
+    random_streams.note_function(fn)
+    first = fn().numpy()
+    tf.random.uniform([2])  # An eager draw: would clear every cache in a seeded call.
+    assert not random_streams.restart(None)
+    assert not random_streams.note_function(fn)
+    assert not np.array_equal(fn().numpy(), first)
+
+
+def test_eager_draws_clear_every_cache_at_the_next_seeded_call():
+    random_streams.restart(3, fresh=True)
+    first = tf.random.uniform([2]).numpy()
+    assert random_streams.restart(3)
+    np.testing.assert_array_equal(tf.random.uniform([2]).numpy(), first)
+    # tf.data's own draws keep their state in the dataset: no clear for them.
+    assert random_streams.restart(3)
+    list(tf.data.Dataset.range(4).shuffle(4))
+    assert not random_streams.restart(3)
+
+
+def test_explicitly_seeded_eager_ops_while_input_fn_runs_clear_every_cache_too():
+    random_streams.restart(3, fresh=True)
+    with _tf_patches.applied("random_streams.explicit_seeds"):
+        list(tf.data.Dataset.range(4).shuffle(4, seed=1))  # tf.data's: no clear.
+    assert not random_streams.restart(3)
+    with _tf_patches.applied("random_streams.explicit_seeds"):
+        first = tf.random.uniform([2], seed=1).numpy()
+    assert random_streams.restart(3)
+    np.testing.assert_array_equal(tf.random.uniform([2], seed=1).numpy(), first)
+
+
+def test_a_script_seed_in_between_is_not_trusted():
+    random_streams.restart(3, fresh=True)
+    tf.random.set_seed(9)  # Replaces the watched op-seed generator.
+    assert random_streams.restart(3)
+
+
+# -- through the estimator --------------------------------------------------------------
+
+def _input_fn(params):
+    x = np.ones([BATCH, 4], np.float32)  # Every row the same: only dropout tells them apart.
+    return tf.data.Dataset.from_tensor_slices((x, np.zeros([BATCH], np.int32))).repeat().batch(
+        params["batch_size"], drop_remainder=True)
+
+
+def _predict_input_fn(params):
+    # One batch: a loop's iterations may run their random ops in either order
+    # (tf.while_loop's parallel iterations), one step draws in a fixed order.
+    x = np.ones([BATCH, 4], np.float32)
+    return tf.data.Dataset.from_tensor_slices(x).batch(params["batch_size"])
+
+
+def _model_fn(dropout, losses=None):
+    """A linear model; with `dropout`, masks in every mode. `losses` gets every train step's
+    per-replica losses (a host_call), unchanged by a learning rate of 0."""
+    def model_fn(features, labels, mode, params):
+        del params
+        w = v1.get_variable("w", [4, 1], initializer=v1.ones_initializer())
+        x = features
+        if dropout:  # Active in every mode: predictions show the masks.
+            x = tf.nn.dropout(x, rate=0.5)
+        out = tf.matmul(x, w)
+        if mode == "infer":  # ModeKeys.PREDICT
+            return TPUEstimatorSpec(mode, predictions={"y": out})
+        loss = tf.reduce_mean(tf.square(out - tf.cast(labels[:, None], tf.float32)))
+        train_op = v1.tpu.CrossShardOptimizer(v1.train.GradientDescentOptimizer(0.0)).minimize(
+            loss, global_step=v1.train.get_global_step())
+        host_call = None
+        if losses is not None:
+            def record(values):
+                losses.append(values.numpy().tolist())
+                return 0
+
+            host_call = (lambda loss: [tf.py_function(record, [loss], tf.int32)],
+                         [tf.reshape(loss, [1])])
+        return TPUEstimatorSpec(mode, loss=loss, train_op=train_op, host_call=host_call)
+    return model_fn
+
+
+def _estimator(tmp_path, strategy, dropout, losses=None):
+    config = RunConfig(model_dir=str(tmp_path), tf_random_seed=1, train_distribute=strategy,
+                       eval_distribute=strategy, tpu_config=TPUConfig(iterations_per_loop=2))
+    estimator = TPUEstimator(model_fn=_model_fn(dropout, losses), config=config, use_tpu=True,
+                             train_batch_size=BATCH, eval_batch_size=BATCH,
+                             predict_batch_size=BATCH)
+    estimator.train(_input_fn, steps=2)
+    return estimator
+
+
+def _predict(estimator):
+    return np.array([p["y"] for p in estimator.predict(_predict_input_fn)])
+
+
+def test_seeded_dropout_restarts_its_masks_at_every_call(tmp_path, strategy):
+    """Legacy's new graph per call: the same masks in every train(), evaluate() and
+    predict()."""
+    losses = []
+    estimator = _estimator(tmp_path, strategy, dropout=True, losses=losses)
+    estimator.train(_input_fn, steps=2)
+    estimator.train(_input_fn, steps=2)
+    assert len(losses) == 6 and losses[0] != losses[1]  # Each step its own masks,
+    assert losses[2:4] == losses[:2] and losses[4:] == losses[:2]  # restarted every call.
+    assert estimator.evaluate(_input_fn, steps=1)["loss"] == estimator.evaluate(
+        _input_fn, steps=1)["loss"]
+    first = _predict(estimator)
+    assert len(np.unique(first)) > 1  # The masks differ between rows.
+    resets = random_streams.counts()[0]
+    np.testing.assert_array_equal(_predict(estimator), first)
+    assert random_streams.counts()[0] > resets  # Its loop got new kernels, nothing else.
+    estimator.evaluate(_input_fn, steps=1)
+    np.testing.assert_array_equal(_predict(estimator), first)
+
+
+def test_calls_without_random_ops_keep_their_compiled_loops(tmp_path, strategy):
+    estimator = _estimator(tmp_path, strategy, dropout=False)
+    calls = {"train": lambda: estimator.train(_input_fn, steps=2),
+             "evaluate": lambda: estimator.evaluate(_input_fn, steps=1),
+             "predict": lambda: _predict(estimator)}
+    for call in calls.values():  # Every loop traced and run once.
+        call()
+    clears = random_streams.counts()
+    kept = {name: _instantiated(call)[1] for name, call in calls.items()}
+    assert random_streams.counts() == clears
+    for name, call in calls.items():
+        tf.random.set_seed(1)  # What each call did before: every function instantiated again.
+        _, again = _instantiated(call)
+        assert again > kept[name], (name, kept, again)
+
+
+def test_input_fn_random_data_repeats_every_call(tmp_path, strategy):
+    """An input_fn making its data with seeded random ops (eager here, in each call's new
+    graph in legacy) gives the same data in every call."""
+    def input_fn(params):
+        x = tf.random.uniform([BATCH, 4], seed=7)
+        return tf.data.Dataset.from_tensor_slices(x).batch(params["batch_size"])
+
+    estimator = _estimator(tmp_path, strategy, dropout=False)
+    first = [p["y"] for p in estimator.predict(input_fn)]
+    second = [p["y"] for p in estimator.predict(input_fn)]
+    np.testing.assert_array_equal(second, first)

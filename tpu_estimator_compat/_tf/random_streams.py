@@ -1,0 +1,205 @@
+"""Legacy's per-call random streams, without TensorFlow resetting every compiled function.
+
+Legacy Estimator built a new graph for every train/evaluate/predict call and gave it
+RunConfig's `tf_random_seed` as its graph seed: each call's stateful random ops (dropout's
+`RandomUniform`, a `RandomShuffle`, an initializer) started their streams afresh, with op
+seeds from the new graph's counter. `tf.random.set_seed` gives TF2 that start (the global
+seed, a fresh op-seed sequence for eager ops) but also clears the eager context's caches
+(`TFE_ContextClearCaches` in `Context._set_global_seed`): every compiled function is then
+instantiated again at its next call, Grappler included, which was most of the fixed cost of
+a seeded call on 8 replicas (bench/results/HISTORY.md, issue 45). Only kernels that keep a
+stream need a new start, so `restart` sets the seed without the reset, and:
+
+- a compiled function that holds a stateful random op (an op with `seed`/`seed2`
+  attributes, whose kernel keeps the generator) and ran in an earlier call gets new kernels
+  of its own before it runs again (`note_function`, called by every compiled loop's
+  dispatch): it is removed from the eager context and added back, which drops its cached
+  kernel only; no other function is instantiated again;
+- eager random ops since the last restart would continue the streams the same seeds
+  started in their cached kernels: unseeded ones are seen drawing op seeds from the
+  context's op-seed generator, ones with an explicit op seed while input_fn runs through
+  patch `random_streams.explicit_seeds` (tf.data's are left out: a dataset keeps its random
+  state itself). Then, or when the caller asks (`fresh`: variables are initialised), every
+  cache is cleared, as `tf.random.set_seed` did.
+
+Why private: no public API sets the global seed without the reset (the context's `_seed`
+and `_rng` fields are what `Context._set_global_seed` sets), clears the kernel cache
+(`Context.clear_kernel_cache`), drops one function's kernels (`Context.remove_function`,
+then `add_function_def` with its definition, which `ConcreteFunction` keeps on its private
+`_inference_function`) or tells whether an op's kernel is stateful (`op_def_registry`).
+tf_keras seeds its own generator in `tf.keras.utils.set_random_seed`
+(`tf_keras.src.backend._SEED_GENERATOR`, thread-local), which `seed_host_generators` sets
+as that function does, without its `tf.random.set_seed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import sys
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.eager import context as _context
+from tensorflow.python.framework import op_def_registry as _op_def_registry
+
+_HELPERS = (os.path.join("eager", "context.py"), os.path.join("framework", "random_seed.py"))
+_TF_DATA = os.sep + os.path.join("tensorflow", "python", "data") + os.sep
+
+
+@dataclasses.dataclass
+class _State:
+    generation: int = 0  # Counts restarts: one per estimator call.
+    seeded: bool = False  # The current generation has a seed (its streams repeat).
+    cleared_at: int = 0  # The generation of the last full cache clear.
+    eager_draws: bool = False  # Eager ops drew op seeds since the last restart (or
+    # `note_streams`).
+    resets: int = 0  # Functions given new kernels (`note_function`), for tests and logs.
+    clears: int = 0  # Full cache clears by `restart`.
+
+
+_state = _State()
+_lock = threading.Lock()
+# Per concrete function: whether it holds a stateful random op, and the generation it last
+# ran in.
+_holds_random: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+_last_run: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+
+
+class _WatchedOpSeeds(random.Random):
+    """The context's op-seed generator (`Context._rng`), noting draws outside tf.data."""
+
+    def randint(self, a: int, b: int) -> int:
+        if not _state.eager_draws and not _drawn_by_tf_data(sys._getframe(1)):
+            _state.eager_draws = True
+        return super().randint(a, b)
+
+
+def _drawn_by_tf_data(frame: Any) -> bool:
+    """Whether the op asking for a seed is tf.data's (its first caller outside the seed
+    helpers lives in tensorflow/python/data)."""
+    while frame is not None and frame.f_code.co_filename.endswith(_HELPERS):
+        frame = frame.f_back
+    return frame is not None and _TF_DATA in frame.f_code.co_filename
+
+
+def _stateful_random(node: Any) -> bool:
+    if "seed2" not in node.attr:
+        return False
+    op_def = _op_def_registry.get(node.op)
+    return op_def is not None and op_def.is_stateful
+
+
+def holds_stateful_random_ops(concrete_fn: Any) -> bool:
+    """Whether `concrete_fn`'s graph or any function it calls has a stateful random op
+    (e.g. RandomUniform, TruncatedNormal, RandomShuffle, Multinomial, RandomGamma)."""
+    known = _holds_random.get(concrete_fn)
+    if known is None:
+        graph_def = concrete_fn.graph.as_graph_def()
+        known = any(map(_stateful_random, graph_def.node)) or any(
+            _stateful_random(node) for f in graph_def.library.function for node in f.node_def)
+        _holds_random[concrete_fn] = known
+    return known
+
+
+def note_function(concrete_fn: Any) -> bool:
+    """`concrete_fn` is about to run. If it holds random kernels that ran in an earlier
+    call and this call is seeded, it gets new kernels first (its streams start afresh).
+    Returns whether it did."""
+    with _lock:
+        last = _last_run.get(concrete_fn)
+        generation = _state.generation
+        if last == generation:
+            return False
+        _last_run[concrete_fn] = generation
+        if (last is None or last < _state.cleared_at or not _state.seeded
+                or not holds_stateful_random_ops(concrete_fn)):
+            return False
+        _new_kernels(concrete_fn)
+        _state.resets += 1
+        return True
+
+
+def _new_kernels(concrete_fn: Any) -> None:
+    """Drops the eager context's cached kernel of `concrete_fn` (its next call instantiates
+    it again), leaving every other function's."""
+    ctx = _context.context()
+    name = concrete_fn._inference_function.name  # pylint: disable=protected-access
+    name = name.decode() if isinstance(name, bytes) else name
+    definition = ctx.get_function_def(name)
+    ctx.remove_function(name)
+    ctx.add_function_def(definition)
+
+
+def watched_get_seed(original: Any) -> Any:
+    """The replacement of patch `random_streams.explicit_seeds` (while input_fn runs): an
+    eager random op with an explicit op seed also makes the next seeded call clear every
+    cache (an unseeded one is seen drawing from the context's op-seed generator)."""
+
+    def get_seed(op_seed: Any) -> Any:
+        if (op_seed is not None and not _state.eager_draws and tf.executing_eagerly()
+                and not _drawn_by_tf_data(sys._getframe(1))):
+            _state.eager_draws = True
+        return original(op_seed)
+
+    return get_seed
+
+
+def note_streams() -> None:
+    """Kernels this module does not see may now keep random streams (a function run through
+    a ClusterCoordinator on parameter-server workers): the next seeded `restart` clears
+    every cache, as `tf.random.set_seed` did."""
+    _state.eager_draws = True
+
+
+def restart(seed: int | None, fresh: bool = False) -> bool:
+    """Sets `seed` as the global seed and restarts the eager op-seed sequence, as
+    `tf.random.set_seed(seed)` does; clears every kernel cache only if `fresh` or eager
+    ops drew op seeds since the last restart (see the module docstring), never without a
+    seed (nothing repeats then). Returns whether it cleared them."""
+    if not tf.executing_eagerly():  # A graph's seed: no cache involved.
+        tf.random.set_seed(seed)
+        return False
+    ctx = _context.context()
+    with _lock:
+        watched = isinstance(getattr(ctx, "_rng", None), _WatchedOpSeeds)
+        clear = seed is not None and (fresh or _state.eager_draws or not watched)
+        _state.generation += 1
+        _state.seeded = seed is not None
+        _state.eager_draws = False
+        if clear:
+            ctx.clear_kernel_cache()
+            _state.cleared_at = _state.generation
+            _state.clears += 1
+        try:
+            hash(seed)
+        except TypeError:  # A NumPy value, as `Context._set_global_seed` accepts.
+            seed = int(np.array(seed))
+        ctx._seed = seed  # pylint: disable=protected-access
+        ctx._rng = _WatchedOpSeeds(seed)  # pylint: disable=protected-access
+    return clear
+
+
+def counts() -> tuple[int, int]:
+    """(functions given new kernels, full cache clears) so far: what `restart` and
+    `note_function` cost, for logs and tests."""
+    return _state.resets, _state.clears
+
+
+def seed_host_generators(seed: int) -> None:
+    """Seeds Python's `random`, NumPy and tf_keras's seed generator as
+    `tf.keras.utils.set_random_seed` does, without its `tf.random.set_seed` (see
+    `restart`). If `tf.keras` is not tf_keras, calls that function itself."""
+    set_random_seed = tf.keras.utils.set_random_seed
+    if not (getattr(set_random_seed, "__module__", "") or "").startswith("tf_keras."):
+        set_random_seed(seed)
+        return
+    random.seed(seed)
+    np.random.seed(seed)
+    backend = sys.modules.get("tf_keras.src.backend")
+    if backend is not None:
+        backend._SEED_GENERATOR.generator = random.Random(seed)  # pylint: disable=protected-access
