@@ -469,3 +469,41 @@ def test_each_run_sets_run_configs_seed_as_the_graph_seed(tmp_path):
     est.evaluate(constant_input_fn, steps=1)  # Restored from the checkpoint: seeded too.
     assert unseeded and set(unseeded) == {None}
     assert seeded and set(seeded) == {3}
+
+
+def test_plain_estimator_on_two_replicas_matches_legacy(tmp_path):
+    """The same r1 script with `RunConfig(train_distribute=MirroredStrategy,
+    eval_distribute=...)` over 2 logical CPUs (a TF1 script's v1 strategy class), replayed
+    against tests/goldens/estimator_mirrored/legacy.json: each step's `loss` summary (the
+    mean over replicas), the loss the first replica's training hook fetched, evaluate()'s
+    metrics, the checkpoint's names, shapes and values, bit for bit (legacy repeated itself
+    bit for bit: `run_to_run` is 0 everywhere); predictions as on one replica."""
+    from conftest import legacy_recorder
+
+    recorder, golden = legacy_recorder("estimator_mirrored")
+    assert all(d["max_abs"] == 0.0 for d in golden["run_to_run"].values())
+    plain = recorder._sibling("estimator_plain")
+    shim, legacy = recorder.run(str(tmp_path)), golden["legacy"]
+    assert [row[:2] for row in shim["losses"]] == [row[:2] for row in legacy["losses"]]
+    np.testing.assert_array_equal(np.float32([row[2] for row in shim["losses"]]),
+                                  np.float32([row[2] for row in legacy["losses"]]))
+    np.testing.assert_array_equal(np.float32(shim["replica0_losses"]),
+                                  np.float32(legacy["replica0_losses"]))
+    assert shim["metrics"].keys() == legacy["metrics"].keys()
+    for name, value in legacy["metrics"].items():
+        assert np.float32(shim["metrics"][name]) == np.float32(value), name
+    assert shim["global_step"] == legacy["global_step"] == plain.STEPS
+    assert shim["checkpoint"] == legacy["checkpoint"]
+    for key in ("class_ids", "logits"):
+        np.testing.assert_array_equal(np.asarray(shim["predictions"][key], np.float32),
+                                      np.asarray(legacy["predictions"][key], np.float32),
+                                      err_msg=key)
+    np.testing.assert_array_max_ulp(  # TF 2.21's softmax kernel (see the test above).
+        np.asarray(shim["predictions"]["probabilities"], np.float32),
+        np.asarray(legacy["predictions"]["probabilities"], np.float32), maxulp=2)
+    assert sorted(shim["variables"]) == sorted(legacy["variables"])
+    for name, want in legacy["variables"].items():
+        got = shim["variables"][name]
+        assert got["shape"] == want["shape"], name
+        np.testing.assert_array_equal(np.asarray(got["value"], np.float32),
+                                      np.asarray(want["value"], np.float32), err_msg=name)
