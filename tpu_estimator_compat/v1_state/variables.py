@@ -262,6 +262,11 @@ class VariableRegistry:
             prefix = self._step_prefix
         if prefix and (full == prefix or full.startswith(prefix + "/")):
             full = full[len(prefix) + 1:]
+        if prefix and getattr(self._local, "strip_prefix", None):
+            # A name taken from the replica's scope inside another (canned v2 DNN: a Keras
+            # layer named `replica_1/hiddenlayer_0`, built under `dnn/`): legacy's creator
+            # matched it to the first replica's variable too (by its last name and order).
+            full = full.replace("/" + prefix + "/", "/")
         used = getattr(self._local, "used_names", None)
         if used is None and self._replicas_inside:
             # merge_call code of a step being traced, run on MirroredStrategy's main thread
