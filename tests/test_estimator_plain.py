@@ -471,19 +471,23 @@ def test_each_run_sets_run_configs_seed_as_the_graph_seed(tmp_path):
     assert seeded and set(seeded) == {3}
 
 
-def test_plain_estimator_on_two_replicas_matches_legacy(tmp_path):
+@pytest.mark.parametrize("loss", ["mean", "summed"])
+def test_plain_estimator_on_two_replicas_matches_legacy(tmp_path, loss):
     """The same r1 script with `RunConfig(train_distribute=MirroredStrategy,
     eval_distribute=...)` over 2 logical CPUs (a TF1 script's v1 strategy class), replayed
-    against tests/goldens/estimator_mirrored/legacy.json: each step's `loss` summary (the
-    mean over replicas), the loss the first replica's training hook fetched, evaluate()'s
-    metrics, the checkpoint's names, shapes and values, bit for bit (legacy repeated itself
-    bit for bit: `run_to_run` is 0 everywhere); predictions as on one replica."""
+    against tests/goldens/estimator_mirrored/legacy.json: each step's `loss` summary, the
+    loss the first replica's training hook fetched, evaluate()'s metrics, the checkpoint's
+    names, shapes and values, bit for bit (legacy repeated itself bit for bit: `run_to_run`
+    is 0 everywhere); predictions as on one replica. The reported loss is the replicas' mean
+    for the mean-reduced loss, their SUM for a SUM-reduced one (no v1 optimizer scaling),
+    as legacy reported it."""
     from conftest import legacy_recorder
 
     recorder, golden = legacy_recorder("estimator_mirrored")
-    assert all(d["max_abs"] == 0.0 for d in golden["run_to_run"].values())
+    assert all(d["max_abs"] == 0.0 for d in golden["run_to_run"][loss].values())
     plain = recorder._sibling("estimator_plain")
-    shim, legacy = recorder.run(str(tmp_path)), golden["legacy"]
+    shim = recorder.run(str(tmp_path), summed=loss == "summed")
+    legacy = golden["legacy"][loss]
     assert [row[:2] for row in shim["losses"]] == [row[:2] for row in legacy["losses"]]
     np.testing.assert_array_equal(np.float32([row[2] for row in shim["losses"]]),
                                   np.float32([row[2] for row in legacy["losses"]]))

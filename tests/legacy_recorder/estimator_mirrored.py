@@ -15,7 +15,9 @@ mean (`strategy.reduce(MEAN, ...)`, written as the `loss` summary), and the trai
 the first replica's spec ran. Evaluation (`eval_distribute`) gave each replica one batch
 too; prediction ran on one device.
 
-Recorded: each step's `loss` summary (save_summary_steps=1: the mean over the replicas), the
+Twice: with the mean-reduced loss of estimator_plain (`mean`), and reduced by SUM (`summed`:
+no 1/replicas scaling in the optimizer; the reported loss is the SUM over the replicas).
+Recorded: each step's `loss` summary (save_summary_steps=1: the reported loss), the
 loss the first replica's training hook fetched, `evaluate()` (accuracy, mean per-class
 accuracy, loss; 597 examples in batches of 100, a partial last one), 40 predictions, and the
 checkpoint's names, shapes and values. The script runs twice and stores how far the second
@@ -125,10 +127,13 @@ def drift(first, second):
     return out
 
 
-def run(workdir, mirrored=None):
+def run(workdir, mirrored=None, summed=False):
     """Trains the plain MLP STEPS steps on 2 replicas, evaluates on 2, predicts.
 
-    `mirrored`: the 2-replica MirroredStrategy (`mirrored2()` when None).
+    `mirrored`: the 2-replica MirroredStrategy (`mirrored2()` when None). `summed`: the loss
+    is reduced by SUM over the batch: legacy's v1 optimizers then did not scale it by
+    1/replicas (the gradients were summed), and the step's reported loss was the SUM over
+    the replicas (`_get_loss_reduce_op_for_reporting`).
     """
     plain = _sibling("estimator_plain")
     if mirrored is None:
@@ -136,8 +141,9 @@ def run(workdir, mirrored=None):
     replica0_losses = []
     config = tf.estimator.RunConfig(tf_random_seed=1, save_summary_steps=1,
                                     train_distribute=mirrored, eval_distribute=mirrored)
-    estimator = tf.estimator.Estimator(plain.make_model_fn(replica0_losses), model_dir=workdir,
-                                       config=config)
+    reduction = tf.losses.Reduction.SUM if summed else None
+    estimator = tf.estimator.Estimator(plain.make_model_fn(replica0_losses, reduction),
+                                       model_dir=workdir, config=config)
     estimator.train(plain.train_input_fn, steps=plain.STEPS)
     metrics = estimator.evaluate(plain.eval_input_fn)
     predictions = list(estimator.predict(plain.predict_input_fn))
@@ -171,9 +177,15 @@ def write(golden, out):
     print("wrote", os.path.relpath(out), "run_to_run", golden["run_to_run"], file=sys.stderr)
 
 
+def run_both(workdir, mirrored=None):
+    """The mean-reduced loss (`mean`) and the SUM-reduced one (`summed`)."""
+    return {"mean": run(os.path.join(workdir, "mean"), mirrored),
+            "summed": run(os.path.join(workdir, "summed"), mirrored, summed=True)}
+
+
 def main():
     _split_cpu()
-    write(record(run), OUT)
+    write(record(run_both), OUT)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""v2-only strategy methods, for the v1 strategies TF1 scripts pass.
+"""v2-only strategy methods, for the v1 strategies TF1 scripts pass; the v1 optimizers' mark
+of a loss they scaled for a strategy.
 
 `import tensorflow.compat.v1 as tf; tf.distribute.MirroredStrategy()` builds a `StrategyV1`
 (`tf.compat.v1.distribute.MirroredStrategy`), as TF 1.x scripts handed to
@@ -23,3 +24,14 @@ def distribute_values_from_function(strategy: tf.distribute.Strategy,
         return public(value_fn)
     return strategy.extended._experimental_distribute_values_from_function(  # pylint: disable=protected-access
         value_fn)
+
+
+def loss_scaled_by_optimizer(graph: tf.Graph) -> bool:
+    """Whether a v1 optimizer scaled a loss by 1/replicas while building in `graph`.
+
+    `Optimizer._scale_loss` marks the graph (a private field: tensorflow/python/training/
+    optimizer.py, `_is_loss_scaled_by_optimizer`) when the strategy's loss reduction is a
+    mean on several replicas. Legacy's distributed Estimator reported the step's loss as the
+    replicas' mean when marked, their SUM otherwise (`_get_loss_reduce_op_for_reporting`).
+    """
+    return bool(getattr(graph, "_is_loss_scaled_by_optimizer", False))
