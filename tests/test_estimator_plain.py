@@ -511,3 +511,30 @@ def test_plain_estimator_on_two_replicas_matches_legacy(tmp_path, loss):
         assert got["shape"] == want["shape"], name
         np.testing.assert_array_equal(np.asarray(got["value"], np.float32),
                                       np.asarray(want["value"], np.float32), err_msg=name)
+
+
+def _partitioned_model_fn(features, labels, mode):
+    """A v1 linear model whose weight asks for 2 parts (parameter-server era code)."""
+    weight = v1.get_variable("w", [3, 2], initializer=v1.zeros_initializer(),
+                             partitioner=v1.fixed_size_partitioner(2))
+    logits = tf.matmul(features["x"], weight)
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = v1.train.AdagradOptimizer(0.5).minimize(
+        loss, global_step=v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_train_distribute_drops_partitioners_as_legacys_strategy_scope(tmp_path):
+    """Legacy's distributed Estimator built model_fn in the strategy's scope, whose variable
+    scope dropped every partitioner: the weight is whole and its slot keeps its own name.
+    Without a strategy a partitioner of several parts is refused, naming the variable."""
+    from conftest import make_strategy
+
+    config = tf.estimator.RunConfig(train_distribute=make_strategy("mirrored8"))
+    est = Estimator(_partitioned_model_fn, model_dir=str(tmp_path / "dist"), config=config)
+    est.train(input_fn, steps=1)
+    shapes = dict(tf.train.list_variables(est.latest_checkpoint()))
+    assert shapes == {"global_step": [], "w": [3, 2], "w/Adagrad": [3, 2]}
+    with pytest.raises(ValueError, match=r"get_variable\('w'\) received partitioner"):
+        Estimator(_partitioned_model_fn, model_dir=str(tmp_path / "one")).train(input_fn,
+                                                                               steps=1)
