@@ -160,6 +160,21 @@ def run(workdir, mirrored=None, summed=False):
     }
 
 
+def cpu():
+    """The CPU's model name and whether it has AVX-512: Eigen's kernels round per CPU kind
+    (migration_guide/parity.md), so a bit-exact replay holds on the kind recorded on."""
+    model, flags = "unknown", set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key == "model name":
+                model = value
+            elif key == "flags":
+                flags = set(value.split())
+                break
+    return {"model": model, "avx512f": "avx512f" in flags}
+
+
 def record(run_fn):
     """Runs `run_fn(workdir)` twice; returns the first result and the second's drift."""
     results = []
@@ -167,7 +182,7 @@ def record(run_fn):
         with tempfile.TemporaryDirectory() as workdir:
             results.append(run_fn(workdir))
     return {"legacy": results[0], "run_to_run": drift(results[0], results[1]),
-            "versions": {"tensorflow": tf.__version__}}
+            "versions": {"tensorflow": tf.__version__, "cpu": cpu()}}
 
 
 def write(golden, out):
