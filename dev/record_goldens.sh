@@ -34,6 +34,10 @@
 #    a MultiHead DNNEstimator), early stopping's stop step, and a v1 DNNClassifier model_dir
 #    the library resumes and warm-starts from (tests/legacy_recorder/canned_parity.py ->
 #    tests/goldens/canned_parity/).
+#  - the plain Estimator, model_to_estimator and canned DNNClassifiers on MirroredStrategy over
+#    2 logical CPUs via RunConfig(train_distribute=...), each recorded twice (run_to_run)
+#    (tests/legacy_recorder/{estimator_mirrored,keras_to_estimator,canned_mirrored}.py ->
+#    tests/goldens/{estimator_mirrored,keras_to_estimator,canned_mirrored}/).
 # The default test run reads the goldens and never needs the legacy venv.
 #
 # --variant: the legacy stack rounds Eigen's conv kernels differently on another CPU kind, so
@@ -78,5 +82,8 @@ if [ -z "$models" ]; then
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_plain.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_namespaces.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/canned_parity.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_mirrored.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/keras_to_estimator.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/canned_mirrored.py
 fi
 du -sh tests/goldens

@@ -109,3 +109,41 @@ def test_early_stopping_stops_at_legacys_step(tmp_path):
     assert [step for step, _ in got["eval_losses"]] == [step for step, _ in want["eval_losses"]]
     _equal([loss for _, loss in got["eval_losses"]], [loss for _, loss in want["eval_losses"]],
            "evaluation losses")
+
+
+# tests/goldens/canned_mirrored/legacy.json (tests/legacy_recorder/canned_mirrored.py): the
+# DNNClassifier cases with RunConfig(train_distribute=MirroredStrategy, eval_distribute=...)
+# over 2 logical CPUs. Legacy repeated itself bit for bit (`run_to_run` is 0 everywhere).
+MIRRORED, MIRRORED_GOLDEN = legacy_recorder("canned_mirrored")
+
+
+@pytest.mark.parametrize("case", MIRRORED.CASES)
+def test_canned_estimator_on_two_replicas_matches_legacy(tmp_path, case):
+    """Per-step losses (the head's loss fetched by a train hook: the first replica's; each
+    step's loss summaries: the first replica's, as TF wrote summaries on replica 0 only),
+    evaluate()'s metrics, predictions and the checkpoint, bit for bit. Legacy's strategy
+    scope dropped the canned partitioner, so the v1 slots are `dnn/dnn/.../Adagrad`, not
+    the one-replica `.../t_0/Adagrad`. v2: the Keras DNN names its layers after the name
+    scope it is built in (`replica_1/hiddenlayer_0` on the second replica), and they share
+    the first replica's variables, as legacy's did. Legacy's v2 checkpoint also holds each
+    Keras slot's second mirrored copy, `<slot>/replica_1` (equal to the slot, checked
+    here); ours holds each slot once (as tests/test_keras_optimizer.py's 2-replica case)."""
+    assert all(d["max_abs"] == 0.0 for d in MIRRORED_GOLDEN["run_to_run"][case].values())
+    shapes = {n: tuple(s) for n, s in MIRRORED_GOLDEN["shapes"][case].items()}
+    got = MIRRORED.run_case(case, str(tmp_path), shapes)
+    want = MIRRORED_GOLDEN["legacy"][case]
+    assert [row[:2] for row in got["losses"]] == [row[:2] for row in want["losses"]]
+    _equal([row[2] for row in got["losses"]], [row[2] for row in want["losses"]], "losses")
+    _equal(got["replica0_losses"], want["replica0_losses"], "replica 0's losses")
+    assert got["metrics"].keys() == want["metrics"].keys()
+    for name, value in want["metrics"].items():
+        _equal(got["metrics"][name], value, name)
+    assert got["global_step"] == want["global_step"] == RECORDER.STEPS
+    assert got["checkpoint"] == want["checkpoint"]
+    _compare_predictions(got["predictions"], want["predictions"])
+    copies = {n for n in want["variables"] if n.endswith("/replica_1")}
+    assert bool(copies) == (case == "dnn_classifier_v2")
+    for name in copies:
+        assert want["variables"][name] == want["variables"][name[:-len("/replica_1")]], name
+    _compare_variables(got["variables"],
+                       {n: v for n, v in want["variables"].items() if n not in copies})

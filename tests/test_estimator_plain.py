@@ -469,3 +469,72 @@ def test_each_run_sets_run_configs_seed_as_the_graph_seed(tmp_path):
     est.evaluate(constant_input_fn, steps=1)  # Restored from the checkpoint: seeded too.
     assert unseeded and set(unseeded) == {None}
     assert seeded and set(seeded) == {3}
+
+
+@pytest.mark.parametrize("loss", ["mean", "summed"])
+def test_plain_estimator_on_two_replicas_matches_legacy(tmp_path, loss):
+    """The same r1 script with `RunConfig(train_distribute=MirroredStrategy,
+    eval_distribute=...)` over 2 logical CPUs (a TF1 script's v1 strategy class), replayed
+    against tests/goldens/estimator_mirrored/legacy.json: each step's `loss` summary, the
+    loss the first replica's training hook fetched, evaluate()'s metrics, the checkpoint's
+    names, shapes and values, bit for bit (legacy repeated itself bit for bit: `run_to_run`
+    is 0 everywhere); predictions as on one replica. The reported loss is the replicas' mean
+    for the mean-reduced loss, their SUM for a SUM-reduced one (no v1 optimizer scaling),
+    as legacy reported it."""
+    from conftest import legacy_recorder
+
+    recorder, golden = legacy_recorder("estimator_mirrored")
+    assert all(d["max_abs"] == 0.0 for d in golden["run_to_run"][loss].values())
+    plain = recorder._sibling("estimator_plain")
+    shim = recorder.run(str(tmp_path), summed=loss == "summed")
+    legacy = golden["legacy"][loss]
+    assert [row[:2] for row in shim["losses"]] == [row[:2] for row in legacy["losses"]]
+    np.testing.assert_array_equal(np.float32([row[2] for row in shim["losses"]]),
+                                  np.float32([row[2] for row in legacy["losses"]]))
+    np.testing.assert_array_equal(np.float32(shim["replica0_losses"]),
+                                  np.float32(legacy["replica0_losses"]))
+    assert shim["metrics"].keys() == legacy["metrics"].keys()
+    for name, value in legacy["metrics"].items():
+        assert np.float32(shim["metrics"][name]) == np.float32(value), name
+    assert shim["global_step"] == legacy["global_step"] == plain.STEPS
+    assert shim["checkpoint"] == legacy["checkpoint"]
+    for key in ("class_ids", "logits"):
+        np.testing.assert_array_equal(np.asarray(shim["predictions"][key], np.float32),
+                                      np.asarray(legacy["predictions"][key], np.float32),
+                                      err_msg=key)
+    np.testing.assert_array_max_ulp(  # TF 2.21's softmax kernel (see the test above).
+        np.asarray(shim["predictions"]["probabilities"], np.float32),
+        np.asarray(legacy["predictions"]["probabilities"], np.float32), maxulp=2)
+    assert sorted(shim["variables"]) == sorted(legacy["variables"])
+    for name, want in legacy["variables"].items():
+        got = shim["variables"][name]
+        assert got["shape"] == want["shape"], name
+        np.testing.assert_array_equal(np.asarray(got["value"], np.float32),
+                                      np.asarray(want["value"], np.float32), err_msg=name)
+
+
+def _partitioned_model_fn(features, labels, mode):
+    """A v1 linear model whose weight asks for 2 parts (parameter-server era code)."""
+    weight = v1.get_variable("w", [3, 2], initializer=v1.zeros_initializer(),
+                             partitioner=v1.fixed_size_partitioner(2))
+    logits = tf.matmul(features["x"], weight)
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = v1.train.AdagradOptimizer(0.5).minimize(
+        loss, global_step=v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_train_distribute_drops_partitioners_as_legacys_strategy_scope(tmp_path):
+    """Legacy's distributed Estimator built model_fn in the strategy's scope, whose variable
+    scope dropped every partitioner: the weight is whole and its slot keeps its own name.
+    Without a strategy a partitioner of several parts is refused, naming the variable."""
+    from conftest import make_strategy
+
+    config = tf.estimator.RunConfig(train_distribute=make_strategy("mirrored8"))
+    est = Estimator(_partitioned_model_fn, model_dir=str(tmp_path / "dist"), config=config)
+    est.train(input_fn, steps=1)
+    shapes = dict(tf.train.list_variables(est.latest_checkpoint()))
+    assert shapes == {"global_step": [], "w": [3, 2], "w/Adagrad": [3, 2]}
+    with pytest.raises(ValueError, match=r"get_variable\('w'\) received partitioner"):
+        Estimator(_partitioned_model_fn, model_dir=str(tmp_path / "one")).train(input_fn,
+                                                                               steps=1)

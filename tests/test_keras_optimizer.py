@@ -264,11 +264,10 @@ def test_head_train_path_on_two_replicas_matches_legacy(tmp_path):
     checkpoint's values and evaluate()'s loss equal legacy's bit for bit (a sum of two
     gradients is the same in either all-reduce).
 
-    Two differences, both outside the optimizer: legacy's checkpoint also holds each slot's
-    second mirrored copy under `<slot>/replica_1` (equal to the slot, checked here); ours
-    holds each slot once. And a training hook fetching the spec's `loss` got replica 0's
-    loss from legacy (the first device's hook); here it gets the global batch's mean
-    (`loop/hooks.py`), so per-step losses are compared only on one replica."""
+    A training hook fetching the spec's `loss` gets replica 0's loss, as legacy's (the
+    first device's hook; `loop/hooks.py`). One difference, outside the optimizer: legacy's
+    checkpoint also holds each slot's second mirrored copy under `<slot>/replica_1` (equal
+    to the slot, checked here); ours holds each slot once."""
     recorder, legacy = _legacy("Adagrad_mirrored2")
     here = os.path.dirname(os.path.abspath(__file__))
     done = subprocess.run(
@@ -277,6 +276,7 @@ def test_head_train_path_on_two_replicas_matches_legacy(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     shim = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(shim["losses"]) == len(legacy["losses"]) == recorder.STEPS
+    np.testing.assert_array_equal(np.float32(shim["losses"]), np.float32(legacy["losses"]))
     assert np.float32(shim["eval_loss"]) == np.float32(legacy["eval_loss"])
     assert shim["global_step"] == legacy["global_step"] == recorder.STEPS
     copies = {n for n in legacy["variables"] if n.endswith("/replica_1")}

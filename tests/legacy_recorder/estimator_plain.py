@@ -78,8 +78,10 @@ class LossRecorder(tf.train.SessionRunHook):
         self._losses.append(float(run_values.results))
 
 
-def make_model_fn(losses):
+def make_model_fn(losses, reduction=None):
+    """`reduction`: the v1 loss's (None: `sparse_softmax_cross_entropy`'s default, a mean)."""
     weights = _initial_weights()
+    reduction_kwargs = {} if reduction is None else {"reduction": reduction}
 
     def dense(x, name, activation=None):
         kernel, bias = weights[name]
@@ -95,7 +97,8 @@ def make_model_fn(losses):
             return tf.estimator.EstimatorSpec(mode, predictions={
                 "class_ids": classes, "probabilities": tf.nn.softmax(logits),
                 "logits": logits})
-        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits,
+                                                      **reduction_kwargs)
         train_op = tf.train.AdamOptimizer(0.01).minimize(
             loss, global_step=tf.train.get_global_step())
         metrics = {

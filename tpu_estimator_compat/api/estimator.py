@@ -61,6 +61,9 @@ ModeKeys = spec_lib.ModeKeys
 _RESERVED_PARAMS_KEYS = (context_lib.BATCH_SIZE_KEY, context_lib.CONTEXT_KEY)
 
 
+_PS_STRATEGIES = (tf.distribute.experimental.ParameterServerStrategy,
+                  tf.compat.v1.distribute.experimental.ParameterServerStrategy)
+
 # Legacy `model_fn.py`'s `_VALID_MODEL_FN_ARGS`.
 _VALID_MODEL_FN_ARGS = frozenset({"features", "labels", "mode", "params", "self", "config"})
 
@@ -242,10 +245,14 @@ class Estimator:
                                      register_timeout_secs=(
                                          self._config.session_creation_timeout_secs))
         key = id(choice.strategy)
+        # Legacy's distributed Estimator built model_fn in the scope of RunConfig's
+        # strategy (off TPU), which dropped v1 partitioners; a parameter-server one kept them.
+        given = self._distribute_for(mode, use_tpu)
+        drops = not use_tpu and given is not None and not isinstance(given, _PS_STRATEGIES)
         if fresh:
-            return runtime_lib.new_runtime(choice.strategy)
+            return runtime_lib.new_runtime(choice.strategy, drops)
         if key not in self._runtimes:
-            self._runtimes[key] = runtime_lib.new_runtime(choice.strategy)
+            self._runtimes[key] = runtime_lib.new_runtime(choice.strategy, drops)
         return self._runtimes[key]
 
     def _seed_random(self, initializing: bool = True, host: bool | None = None) -> None:

@@ -13,8 +13,9 @@ and the hooks ran once per loop. This module does both for the hooks a user pass
   `tf.compat.v1.train.get_global_step()`), the names `'loss'`/`'global_step'`, and, on
   legacy's CPU path (`use_tpu=False`; in evaluate also `eval_on_tpu=False`), model_fn
   tensors by object or by name (`'dense/BiasAdd:0'`) in train, evaluate and predict: the
-  runner asks the loop to return those tensors for every step (replica 0's value; the
-  spec's own `loss` tensor gives the global-batch loss). `request_stop()` stops.
+  runner asks the loop to return those tensors for every step (replica 0's value, the spec's
+  own `loss` tensor too, as legacy's distributed Estimator ran the first replica's hooks;
+  `'loss'` is the global-batch loss). `request_stop()` stops.
 * `LoggingTensorHook` runs as itself (its own timer and log format) on the CPU path; on a
   TPU it logs `'loss'`/`'global_step'` at loop ends, as the values the host had there.
   `StopAtStepHook`, `NanTensorHook` and `CheckpointSaverHook` are re-expressed with their
@@ -154,9 +155,8 @@ class _Fetches:
     model_fn tensor by object or `'name:0'`, whose value the loop returns per step.
     """
 
-    def __init__(self, graph: Any, loss_name: str | None, tensors_per_step: bool) -> None:
+    def __init__(self, graph: Any, tensors_per_step: bool) -> None:
         self.graph = graph
-        self._loss_name = loss_name
         self._tensors_per_step = tensors_per_step
 
     def tensor_name(self, fetch: Any) -> str | None:
@@ -189,10 +189,10 @@ class _Fetches:
         merged = self.merged_names(fetch)
         if merged is not None:
             return merged
-        name = self.tensor_name(fetch)
-        if name is not None and name == self._loss_name:
-            return "loss"
-        return name
+        # The spec's own `loss` tensor too: legacy's distributed Estimator ran the hooks of
+        # the first replica's spec, whose `loss` is that replica's (the global-batch loss,
+        # 'loss', is what the Estimator's own summary and logging show).
+        return self.tensor_name(fetch)
 
     def merged_names(self, fetch: Any) -> tuple[str, ...] | None:
         """The model_fn summaries a hook's MergeSummary tensor merges, or None.
@@ -318,7 +318,7 @@ class HostSession:
 
     def __init__(self, values: dict[str, Any], fetches: _Fetches | None = None) -> None:
         self._values = values
-        self._fetches = fetches or _Fetches(None, None, False)
+        self._fetches = fetches or _Fetches(None, False)
 
     def run(self, fetches: Any, feed_dict: Any = None, options: Any = None,
             run_metadata: Any = None) -> Any:
@@ -406,8 +406,7 @@ class HookRunner:
         self._own_logging = tensors_per_step
         self._generic = [h for h in self._hooks if not isinstance(h, _RESHAPED)
                          or (self._own_logging and isinstance(h, _train.LoggingTensorHook))]
-        self._fetches = _Fetches(graph if tensors_per_step else None, loss_name,
-                                 tensors_per_step)
+        self._fetches = _Fetches(graph if tensors_per_step else None, tensors_per_step)
         self._graph = graph if tensors_per_step else None
         self._fetch_tensors = fetch_tensors
         self._training = training

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
+from tpu_estimator_compat._tf import strategies as _tf_strategies
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.inputs import call as call_lib
 from tpu_estimator_compat.loop.plumbing import Dispatch, FixedBatches, gather_replicas
@@ -88,7 +89,8 @@ def make_multi_step_train_fn(
         endless: bool = False,
         hook_tensor_dtypes: Sequence[tf.DType] = (),
         input_spec: Any = None,
-        emit_summaries: bool = False) -> "TrainLoop":
+        emit_summaries: bool = False,
+        legacy_loss_reporting: bool = False) -> "TrainLoop":
     """Compiles `train_step` into one function running up to `n` steps per call.
 
     The function stops early when the iterator is exhausted (legacy Estimator ended
@@ -103,6 +105,9 @@ def make_multi_step_train_fn(
     0's value: what legacy's one-device CPU path fetched. With `emit_summaries`, the step's
     `summaries` (model_fn's v1 summary ops merged, `replica_step.make_train_step`) come back
     for every step, replica 0's value, for the host to write at legacy's summary steps.
+    With `legacy_loss_reporting` (legacy's Estimator path, off TPU) a step's loss is the
+    replicas' SUM unless a v1 optimizer scaled the loss by 1/replicas (then their mean), as
+    legacy's distributed Estimator reported it (a SUM-reduced loss, a Keras optimizer).
 
     With `endless` (the input is known to be infinite, as `repeat()`ed training input is)
     each step takes the next element directly. Otherwise each step first asks whether
@@ -124,7 +129,8 @@ def make_multi_step_train_fn(
                                               call_lib.split_element(fixed.spec))
     one_step = _OneStep(
         strategy, replica_fn, list(host_call_specs or []), host_call_every_n,
-        list(hook_tensor_dtypes) + ([tf.string] if emit_summaries else []), emit_summaries)
+        list(hook_tensor_dtypes) + ([tf.string] if emit_summaries else []), emit_summaries,
+        legacy_loss_reporting)
     return TrainLoop(_compiled_loop(one_step, global_step, endless, fixed), emit_summaries)
 
 
@@ -139,6 +145,7 @@ class _OneStep:
     host_call_every_n: int
     fetch_dtypes: list[tf.DType]  # Hook tensors, then the summaries when emitted.
     emit_summaries: bool
+    legacy_loss_reporting: bool = False  # See `make_multi_step_train_fn`.
 
     def __call__(self, i: tf.Tensor, outfed: tf.Tensor, losses: tf.TensorArray,
                  starts: tf.TensorArray, calls: list[tf.TensorArray],
@@ -146,7 +153,11 @@ class _OneStep:
         strategy = self.strategy
         features, labels = call_lib.split_element(element)
         out = strategy.run(self.replica_fn, args=(features, labels))
-        loss = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.MEAN, out["loss"])
+        reduce_op = tf.distribute.ReduceOp.MEAN
+        if self.legacy_loss_reporting and not _tf_strategies.loss_scaled_by_optimizer(
+                tf.compat.v1.get_default_graph()):
+            reduce_op = tf.distribute.ReduceOp.SUM
+        loss = cluster_lib.reduce_to_host(strategy, reduce_op, out["loss"])
         start = (tf.cast(strategy.experimental_local_results(out["step"])[0], tf.int64)
                  if "step" in out else tf.constant(-1, tf.int64))
         if self.specs:

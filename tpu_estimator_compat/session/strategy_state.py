@@ -82,9 +82,11 @@ def apply_process_settings() -> None:
                      TFG_OPTIMIZER_ENV)
 
 
-def new_runtime(strategy: tf.distribute.Strategy) -> Runtime:
+def new_runtime(strategy: tf.distribute.Strategy, drops_partitioners: bool = False) -> Runtime:
+    """A runtime on `strategy`; `drops_partitioners`: legacy built this run's model_fn in a
+    strategy's scope, which dropped v1 partitioners (`one_part.dropping_partitioners`)."""
     apply_process_settings()
-    registry = variables_lib.VariableRegistry()
+    registry = variables_lib.VariableRegistry(drops_partitioners)
     with strategy.scope():
         global_step = variables_lib.create_global_step(registry)
     return Runtime(strategy, registry, global_step)

@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat._tf import strategies as _tf_strategies
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.v1_state import variables as variables_lib
 
@@ -220,12 +221,13 @@ def _concat_sparse(distribution: tf.distribute.Strategy, grad: Any) -> tf.Indexe
 def _per_replica(distribution: tf.distribute.Strategy, local_values: Any) -> Any:
     """A per-replica value whose i-th local replica holds `local_values[i]`.
 
-    `experimental_distribute_values_from_function` calls its function once per local
-    replica, in local replica order (its context carries the global replica id, which on a
+    `experimental_distribute_values_from_function` (through the seam: a TF1 script's v1
+    MirroredStrategy lacks the public method) calls its function once per local replica,
+    in local replica order (its context carries the global replica id, which on a
     multi-worker strategy is not the local index).
     """
     values = iter(local_values)
-    return distribution.experimental_distribute_values_from_function(lambda _: next(values))
+    return _tf_strategies.distribute_values_from_function(distribution, lambda _: next(values))
 
 
 def _increment_after(step: Any, finish: Any) -> Any:

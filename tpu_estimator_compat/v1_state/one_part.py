@@ -12,6 +12,11 @@ early and the keys legacy's checkpoints hold are `dnn/hiddenlayer_0/kernel/t_0/A
 (scope `dnn/`, 4 characters) and `linear/linear_model/x/weights/part_0/Ftrl` (scope
 `linear/`, 7 characters). `legacy_slot_name` reproduces that key, so legacy canned model_dirs
 resume here and checkpoints written here resume on legacy.
+
+Legacy's distributed Estimator (`RunConfig(train_distribute=...)`) built model_fn inside
+the strategy's scope, whose variable scope dropped every partitioner (a parameter-server
+strategy's excepted): the weights were whole there and their slots kept their own names
+(`dnn/dnn/hiddenlayer_0/kernel/Adagrad`). `dropping_partitioners` does the same.
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ from typing import Any, Callable, Collection
 
 import tensorflow as tf
 
+from tpu_estimator_compat import log as logging
+
 _PART = "/part_0/"
+_warned: list[bool] = []
 
 
 def one_partition(partitioner: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
@@ -64,6 +72,20 @@ def refusing_partitioners(get_variable: Callable[..., Any],
         return get_variable(name, *args, **kwargs)
 
     return checked
+
+
+def dropping_partitioners(get_variable: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps `_VariableStore.get_variable`: drops any partitioner, with legacy's warning
+    (once), as a strategy's scope did in legacy's distributed Estimator."""
+
+    def dropped(name: str, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.pop("partitioner", None) is not None and not _warned:
+            _warned.append(True)
+            logging.legacy_warning("Partitioned variables are disabled when using current "
+                                   "tf.distribute.Strategy.")
+        return get_variable(name, *args, **kwargs)
+
+    return dropped
 
 
 def legacy_slot_name(name: str, one_part: Collection[str], shape: Any = None) -> str:

@@ -65,7 +65,8 @@ class VariableRegistry:
     the model_fn is traced, and makes those names available for legacy checkpoints.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, drops_partitioners: bool = False) -> None:
+        self._drops_partitioners = drops_partitioners  # `one_part.dropping_partitioners`.
         self._lock = threading.RLock()
         self._by_name: dict[str, tf.Variable] = {}
         self._local = threading.local()
@@ -205,7 +206,11 @@ class VariableRegistry:
 
     def partitioner_check(self, get_variable: Callable[..., Any]) -> Callable[..., Any]:
         """Wraps a v1 store's `get_variable`: a one-part partitioner is dropped and its
-        variable's slots get legacy's keys (`one_part`); any other partitioner refused."""
+        variable's slots get legacy's keys (`one_part`); any other partitioner refused.
+        Every partitioner is dropped when the registry `drops_partitioners`."""
+        if self._drops_partitioners:
+            return one_part.dropping_partitioners(get_variable)
+
         def note(name: str) -> None:
             with self._lock:
                 self._one_part.add(name)
@@ -257,6 +262,11 @@ class VariableRegistry:
             prefix = self._step_prefix
         if prefix and (full == prefix or full.startswith(prefix + "/")):
             full = full[len(prefix) + 1:]
+        if prefix and getattr(self._local, "strip_prefix", None):
+            # A name taken from the replica's scope inside another (canned v2 DNN: a Keras
+            # layer named `replica_1/hiddenlayer_0`, built under `dnn/`): legacy's creator
+            # matched it to the first replica's variable too (by its last name and order).
+            full = full.replace("/" + prefix + "/", "/")
         used = getattr(self._local, "used_names", None)
         if used is None and self._replicas_inside:
             # merge_call code of a step being traced, run on MirroredStrategy's main thread

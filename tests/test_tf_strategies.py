@@ -1,0 +1,44 @@
+"""`_tf/strategies.py`: v2-only strategy methods on a TF1 script's v1 strategy, and the v1
+optimizers' mark of a loss scaled for a strategy."""
+
+import numpy as np
+import tensorflow as tf
+
+from tpu_estimator_compat._tf import private
+from tpu_estimator_compat._tf import strategies
+
+v1 = tf.compat.v1
+
+
+def _two_cpus():
+    return [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
+
+
+def test_distribute_values_from_function_on_a_v1_strategy():
+    strategy = v1.distribute.MirroredStrategy(
+        _two_cpus(), cross_device_ops=tf.distribute.ReductionToOneDevice())
+    assert not hasattr(strategy, "experimental_distribute_values_from_function")
+    values = strategy.experimental_local_results(strategies.distribute_values_from_function(
+        strategy, lambda ctx: tf.constant(ctx.replica_id_in_sync_group * 10)))
+    assert [int(v) for v in values] == [0, 10]
+
+
+def test_loss_scaled_by_optimizer_reads_the_v1_optimizers_mark():
+    strategy = tf.distribute.MirroredStrategy(
+        _two_cpus(), cross_device_ops=tf.distribute.ReductionToOneDevice())
+    marks = {}
+    for reduction in (v1.losses.Reduction.MEAN, v1.losses.Reduction.SUM):
+        # What legacy's distributed Estimator entered around model_fn.
+        with tf.Graph().as_default() as graph, strategy.scope(), \
+                private.estimator_loss_scaling(strategy):
+            weight = v1.get_variable("w", [2], initializer=v1.ones_initializer())
+
+            def step():
+                loss = v1.losses.compute_weighted_loss(weight * np.float32([1, 2]),
+                                                       reduction=reduction)
+                return v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+
+            strategy.extended.call_for_each_replica(step)
+            marks[reduction] = strategies.loss_scaled_by_optimizer(graph)
+    assert marks == {v1.losses.Reduction.MEAN: True, v1.losses.Reduction.SUM: False}
+    assert not strategies.loss_scaled_by_optimizer(tf.Graph())
