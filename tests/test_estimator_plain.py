@@ -481,7 +481,7 @@ def test_plain_estimator_on_two_replicas_matches_legacy(tmp_path, loss):
     is 0 everywhere); predictions as on one replica. The reported loss is the replicas' mean
     for the mean-reduced loss, their SUM for a SUM-reduced one (no v1 optimizer scaling),
     as legacy reported it."""
-    from conftest import legacy_recorder
+    from conftest import assert_legacy_equal, legacy_recorder
 
     recorder, golden = legacy_recorder("estimator_mirrored")
     assert all(d["max_abs"] == 0.0 for d in golden["run_to_run"][loss].values())
@@ -489,19 +489,17 @@ def test_plain_estimator_on_two_replicas_matches_legacy(tmp_path, loss):
     shim = recorder.run(str(tmp_path), summed=loss == "summed")
     legacy = golden["legacy"][loss]
     assert [row[:2] for row in shim["losses"]] == [row[:2] for row in legacy["losses"]]
-    np.testing.assert_array_equal(np.float32([row[2] for row in shim["losses"]]),
-                                  np.float32([row[2] for row in legacy["losses"]]))
-    np.testing.assert_array_equal(np.float32(shim["replica0_losses"]),
-                                  np.float32(legacy["replica0_losses"]))
+    assert_legacy_equal([row[2] for row in shim["losses"]],
+                        [row[2] for row in legacy["losses"]], golden, "losses")
+    assert_legacy_equal(shim["replica0_losses"], legacy["replica0_losses"], golden,
+                        "replica 0's losses")
     assert shim["metrics"].keys() == legacy["metrics"].keys()
     for name, value in legacy["metrics"].items():
-        assert np.float32(shim["metrics"][name]) == np.float32(value), name
+        assert_legacy_equal(shim["metrics"][name], value, golden, name)
     assert shim["global_step"] == legacy["global_step"] == plain.STEPS
     assert shim["checkpoint"] == legacy["checkpoint"]
     for key in ("class_ids", "logits"):
-        np.testing.assert_array_equal(np.asarray(shim["predictions"][key], np.float32),
-                                      np.asarray(legacy["predictions"][key], np.float32),
-                                      err_msg=key)
+        assert_legacy_equal(shim["predictions"][key], legacy["predictions"][key], golden, key)
     np.testing.assert_array_max_ulp(  # TF 2.21's softmax kernel (see the test above).
         np.asarray(shim["predictions"]["probabilities"], np.float32),
         np.asarray(legacy["predictions"]["probabilities"], np.float32), maxulp=2)
@@ -509,8 +507,7 @@ def test_plain_estimator_on_two_replicas_matches_legacy(tmp_path, loss):
     for name, want in legacy["variables"].items():
         got = shim["variables"][name]
         assert got["shape"] == want["shape"], name
-        np.testing.assert_array_equal(np.asarray(got["value"], np.float32),
-                                      np.asarray(want["value"], np.float32), err_msg=name)
+        assert_legacy_equal(got["value"], want["value"], golden, name)
 
 
 def _partitioned_model_fn(features, labels, mode):

@@ -13,7 +13,7 @@ prediction, and the final checkpoint's names, shapes and values.
 import numpy as np
 import pytest
 
-from conftest import legacy_recorder
+from conftest import assert_legacy_equal, legacy_recorder
 from tpu_estimator_compat.legacy import estimator_map
 
 pytestmark = pytest.mark.skipif(not estimator_map.package_installed(),
@@ -22,8 +22,8 @@ RECORDER, GOLDEN = legacy_recorder("keras_to_estimator")
 
 
 def _equal(got, want, what):
-    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32),
-                                  err_msg=what)
+    """Bit for bit on the recording's CPU kind (conftest.assert_legacy_equal)."""
+    assert_legacy_equal(got, want, GOLDEN, err_msg=what)
 
 
 @pytest.mark.parametrize("checkpoint_format", [
