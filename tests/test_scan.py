@@ -1,5 +1,7 @@
 """Tests for `python -m tpu_estimator_compat.scan`: import forms, verdicts, run semantics,
 output, exit status and bad input (one clear line per file, and the scan goes on)."""
+import ast
+import dataclasses
 import json
 import os
 import subprocess
@@ -240,3 +242,72 @@ def test_each_script_gets_the_verdict_of_the_files_it_imports(tmp_path):
                            str(tmp_path)], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": REPO}).stdout
     assert f"script {tmp_path / 'main.py'}: runs unchanged" in text
+
+
+def _corpus_cells():
+    """Every code cell of legacy_models/ and ../shared/realworld (when present)."""
+    realworld = os.environ.get("TPU_ESTIMATOR_COMPAT_REALWORLD",
+                               os.path.join(REPO, "..", "shared", "realworld"))
+    for root in (os.path.join(REPO, "legacy_models"), realworld):
+        for folder, _, names in sorted(os.walk(root)):
+            for name in sorted(names):
+                if name.endswith(files.SUFFIXES):
+                    path = os.path.join(folder, name)
+                    for _, source in files.read_code(path):
+                        yield path, source
+
+
+def _reference_chains(tree, names):
+    """Every outermost attribute chain (or lone loaded name) on `names`, by `ast.walk`."""
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in inner or not isinstance(node, (ast.Attribute, ast.Name)):
+            continue
+        parts, base = [], node
+        while isinstance(base, ast.Attribute):
+            parts.append(base.attr)
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in names and (
+                parts or isinstance(node.ctx, ast.Load)):
+            found.append((base.id, tuple(parts[::-1]), node.lineno))
+    return sorted(found)
+
+
+_TRICKY = [
+    "import tensorflow as tf\r\nx = 1\r\ny = tf.contrib.opt.LazyAdamOptimizer\r\n",
+    "import tensorflow as tf\rx = 1\ry = tf.contrib.opt.LazyAdamOptimizer\r",
+    "import tensorflow as ｔｆ\n# é\nx = (1,\n     ｔｆ.contrib.opt.LazyAdamOptimizer)\n",
+    "import tensorflow as tf\n@tf.function\ndef f(a=tf.float32):\n  return 1; b = tf.x\n",
+    "import tensorflow as tf\nclass M(tf.keras.Model, metaclass=tf.y):\n  pass\n"
+    "s = f'{tf.z}'\nwith tf.Graph().as_default() as g, tf.Session() as s:\n  pass\n",
+    "def main():\n  import tensorflow as tf\n  try:\n    import tensorflow.contrib as c\n"
+    "  except ImportError:\n    c = None\n  tf.Session(); c.opt.X\n",
+]
+
+
+@pytest.mark.parametrize("source", _TRICKY)
+def test_skipping_leaves_without_a_word_changes_no_fact(source):
+    _assert_same_facts(source)
+
+
+def test_skipping_leaves_changes_no_fact_over_the_real_code():
+    """The speed-ups of `read_facts` (leaves whose lines name nothing it looks for are not
+    read; chains only on the file's names) against a read of every leaf and a plain
+    `ast.walk`, over legacy_models/ and ../shared/realworld."""
+    cells = list(_corpus_cells())
+    assert len(cells) > 30
+    for path, source in cells:
+        _assert_same_facts(source, path)
+
+
+def _assert_same_facts(source, path=""):
+    from tpu_estimator_compat.scan import analyze
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    fast, full = analyze.read_facts(tree, source), analyze.read_facts(tree)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(full), path
+    assert sorted(c[:3] for c in fast.chains) == _reference_chains(tree, fast.names), path
