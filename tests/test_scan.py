@@ -47,6 +47,9 @@ def _uses(tmp_path, source, name="m.py"):
     ("from tensorflow.contrib import tpu as contrib_tpu\n"
      "opt = contrib_tpu.CrossShardOptimizer(o)\n",
      "tf.contrib.tpu.CrossShardOptimizer", "served", "2"),
+    ("from tensorflow.contrib.tpu import CrossShardOptimizer, RunConfig\n"
+     "opt = CrossShardOptimizer(o)\n",
+     "tf.contrib.tpu.CrossShardOptimizer", "served", "1"),
     ("from tensorflow.contrib.opt import LazyAdamOptimizer\n\n\nLazyAdamOptimizer()\n",
      "tf.contrib.opt.LazyAdamOptimizer", "refused", "1"),
     ("import tensorflow as tf\nl = tf.contrib.keras.layers.Dense(3)\n",
@@ -210,6 +213,25 @@ def test_fleet_summary_json_and_exit_status(tmp_path):
     (name,) = data["code_bases"][1]["files"][0]["names"]
     assert name["name"] == "tf.contrib.opt.LazyAdamOptimizer" and name["blocks"]
     assert name["lines"] == ["2"] and "AdamOptimizer" in name["note"]
+
+
+def test_an_absent_name_alone_exits_1(tmp_path):
+    _write(tmp_path, {"train.py": "import tensorflow.compat.v1 as tf\n"
+                                  "w = tf.summary.create_file_writer('/tmp/x')\n"})
+    assert cli.main([str(tmp_path / "train.py")]) == 1
+    (result,), _ = cli.scan([str(tmp_path)])
+    assert result.blockers() and all("TensorFlow 2.21 has no" in note
+                                     for note in result.blockers().values())
+
+
+def test_folders_without_code_are_no_code_bases(tmp_path):
+    _write(tmp_path, {"a/train.py": "import tensorflow as tf\n", "docs/README.md": "# docs\n",
+                      "b/train.py": "import tensorflow as tf\n"})
+    results, problems = cli.scan([str(tmp_path)])
+    assert [os.path.basename(r.name) for r in results] == ["a", "b"] and not problems
+    results, problems = cli.scan([str(tmp_path / "docs")])
+    assert not results
+    assert problems == [(str(tmp_path / "docs"), "no .py or .ipynb file: nothing to scan")]
 
 
 def test_importing_the_scan_loads_no_tensorflow():
