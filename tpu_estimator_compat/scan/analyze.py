@@ -214,6 +214,7 @@ def _node_fields() -> dict[type, tuple[str, ...]]:
 
 
 _FIELDS = _node_fields()
+_FORWARD_FIELDS = {kind: fields[::-1] for kind, fields in _FIELDS.items()}
 # Words a leaf must contain to hold a run semantic (`_call`, `Checkpoint` assignments).
 _SEMANTIC_WORDS = tuple(_EAGER_OFF) + tuple(_SEMANTIC_KEYWORDS) + (
     "model_to_estimator", "Scaffold", "Checkpoint", "iterations_per_loop")
@@ -222,36 +223,43 @@ _SEMANTIC_WORDS = tuple(_EAGER_OFF) + tuple(_SEMANTIC_KEYWORDS) + (
 def _read_statements(facts: Facts, tree: ast.Module) -> list[tuple[ast.AST, bool]]:
     """Records the imports (with their guard) and the module's own names; returns the
     leaves [(node, inside a graph scope)] in source order, for `_read_leaves`."""
-    leaves = []
-    top_level, fields_of, containers = facts.top_level, _FIELDS, _CONTAINERS
+    leaves: list[tuple[ast.AST, bool]] = []
+    for node in tree.body:
+        _read_body(facts, [node], False, False, isinstance(node, _TOP_KINDS), leaves)
+    return leaves
+
+
+def _read_body(facts: Facts, nodes: list[ast.AST], guarded: bool, graph: bool, top: bool,
+               leaves: list[tuple[ast.AST, bool]]) -> None:
+    """`_read_statements` under `nodes`, in order (a container's children recursively)."""
+    fields_of, containers, append = _FIELDS, _CONTAINERS, leaves.append
     import_, import_from, try_, with_ = ast.Import, ast.ImportFrom, ast.Try, ast.With
-    stack = [(node, False, False, isinstance(node, _TOP_KINDS)) for node in tree.body[::-1]]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    while stack:
-        node, guarded, graph, top = pop()
+    for node in nodes:
         kind = type(node)
-        if kind is import_ or kind is import_from:
-            (_import if kind is import_ else _import_from)(facts, node, guarded)
-            if top:
-                top_level.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif kind not in containers:
-            if kind in fields_of:  # `pass`, `global x`, ... hold nothing.
-                leaves.append((node, graph))
+        if kind not in containers:
+            if kind is import_ or kind is import_from:
+                (_import if kind is import_ else _import_from)(facts, node, guarded)
+                if top:
+                    facts.top_level.update((a.asname or a.name).split(".")[0]
+                                           for a in node.names)
+            elif kind in fields_of:  # `pass`, `global x`, ... hold nothing.
+                append((node, graph))
         elif kind is try_ and _handles_import_errors(node):
-            extend([(child, True, graph, top) for child in node.body[::-1]])
-            rest = node.handlers + node.orelse + node.finalbody
-            extend([(child, guarded, graph, top) for child in rest[::-1]])
+            _read_body(facts, node.handlers + node.orelse + node.finalbody, guarded, graph, top,
+                       leaves)
+            _read_body(facts, node.body, True, graph, top, leaves)
         elif kind is with_ and _graph_scope(node):
             # `with g.as_default(), tf.Session(graph=g) as s:` is graph code, items included.
-            extend([(child, guarded, True, top) for child in (node.body + node.items)[::-1]])
+            _read_body(facts, node.body + node.items, guarded, True, top, leaves)
         else:
-            for field in fields_of[kind]:
+            children = []
+            for field in _FORWARD_FIELDS[kind]:
                 value = getattr(node, field)
                 if type(value) is list:
-                    extend([(child, guarded, graph, top) for child in value[::-1]])
+                    children += value
                 elif value is not None:
-                    push((value, guarded, graph, top))
-    return leaves
+                    children.append(value)
+            _read_body(facts, children, guarded, graph, top, leaves)
 
 
 def _read_leaves(facts: Facts, leaves: list[tuple[ast.AST, bool]], marks: bytearray | None
