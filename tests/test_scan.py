@@ -215,6 +215,15 @@ def test_fleet_summary_json_and_exit_status(tmp_path):
     assert name["lines"] == ["2"] and "AdamOptimizer" in name["note"]
 
 
+def test_a_long_elif_chain_is_read_to_its_end(tmp_path):
+    # Each `elif` is an `If` in the previous one's `orelse`: the walk must not recurse.
+    chain = "".join(f"elif x == {i}:\n  y = {i}\n" for i in range(2000))
+    uses, f, _ = _uses(tmp_path, "import tensorflow as tf\nif x:\n  pass\n" + chain
+                       + "else:\n  tf.contrib.opt.LazyAdamOptimizer(0.1)\n")
+    assert not f.problem
+    assert uses["tf.contrib.opt.LazyAdamOptimizer"] == ("refused", [str(3 + 2 * 2000 + 2)])
+
+
 def test_an_absent_name_alone_exits_1(tmp_path):
     _write(tmp_path, {"train.py": "import tensorflow.compat.v1 as tf\n"
                                   "w = tf.summary.create_file_writer('/tmp/x')\n"})

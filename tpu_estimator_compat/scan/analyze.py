@@ -28,7 +28,7 @@ import ast
 import bisect
 import dataclasses
 import unicodedata
-from typing import Iterable
+from typing import Any, Iterable
 
 ROOTS = ("tensorflow", "tensorflow_estimator")
 
@@ -222,44 +222,47 @@ _SEMANTIC_WORDS = tuple(_EAGER_OFF) + tuple(_SEMANTIC_KEYWORDS) + (
 
 def _read_statements(facts: Facts, tree: ast.Module) -> list[tuple[ast.AST, bool]]:
     """Records the imports (with their guard) and the module's own names; returns the
-    leaves [(node, inside a graph scope)] in source order, for `_read_leaves`."""
+    leaves [(node, inside a graph scope)] in source order, for `_read_leaves`. Iterative
+    (a stack of open bodies): an `elif` chain nests as deep as it is long."""
     leaves: list[tuple[ast.AST, bool]] = []
-    for node in tree.body:
-        _read_body(facts, [node], False, False, isinstance(node, _TOP_KINDS), leaves)
-    return leaves
-
-
-def _read_body(facts: Facts, nodes: list[ast.AST], guarded: bool, graph: bool, top: bool,
-               leaves: list[tuple[ast.AST, bool]]) -> None:
-    """`_read_statements` under `nodes`, in order (a container's children recursively)."""
-    fields_of, containers, append = _FIELDS, _CONTAINERS, leaves.append
+    append, fields_of, containers = leaves.append, _FORWARD_FIELDS, _CONTAINERS
     import_, import_from, try_, with_ = ast.Import, ast.ImportFrom, ast.Try, ast.With
-    for node in nodes:
-        kind = type(node)
-        if kind not in containers:
-            if kind is import_ or kind is import_from:
-                (_import if kind is import_ else _import_from)(facts, node, guarded)
-                if top:
-                    facts.top_level.update((a.asname or a.name).split(".")[0]
-                                           for a in node.names)
-            elif kind in fields_of:  # `pass`, `global x`, ... hold nothing.
-                append((node, graph))
-        elif kind is try_ and _handles_import_errors(node):
-            _read_body(facts, node.handlers + node.orelse + node.finalbody, guarded, graph, top,
-                       leaves)
-            _read_body(facts, node.body, True, graph, top, leaves)
-        elif kind is with_ and _graph_scope(node):
-            # `with g.as_default(), tf.Session(graph=g) as s:` is graph code, items included.
-            _read_body(facts, node.body + node.items, guarded, True, top, leaves)
+    # (the body's iterator, guarded, graph, top); top None: the module's own body.
+    stack: list[tuple[Any, bool, bool, bool | None]] = [(iter(tree.body), False, False, None)]
+    while stack:
+        nodes, guarded, graph, body_top = stack[-1]
+        for node in nodes:
+            kind = type(node)
+            top = isinstance(node, _TOP_KINDS) if body_top is None else body_top
+            if kind not in containers:
+                if kind is import_ or kind is import_from:
+                    (_import if kind is import_ else _import_from)(facts, node, guarded)
+                    if top:
+                        facts.top_level.update((a.asname or a.name).split(".")[0]
+                                               for a in node.names)
+                elif kind in fields_of:  # `pass`, `global x`, ... hold nothing.
+                    append((node, graph))
+                continue
+            if kind is try_ and _handles_import_errors(node):
+                stack.append((iter(node.body), True, graph, top))
+                stack.append((iter(node.handlers + node.orelse + node.finalbody), guarded,
+                              graph, top))
+            elif kind is with_ and _graph_scope(node):
+                # `with g.as_default(), tf.Session(graph=g) as s:` is graph code, items too.
+                stack.append((iter(node.body + node.items), guarded, True, top))
+            else:
+                children = []
+                for field in fields_of[kind]:
+                    value = getattr(node, field)
+                    if type(value) is list:
+                        children += value
+                    elif value is not None:
+                        children.append(value)
+                stack.append((iter(children), guarded, graph, top))
+            break  # Read the container's children first, then go on with this body.
         else:
-            children = []
-            for field in _FORWARD_FIELDS[kind]:
-                value = getattr(node, field)
-                if type(value) is list:
-                    children += value
-                elif value is not None:
-                    children.append(value)
-            _read_body(facts, children, guarded, graph, top, leaves)
+            stack.pop()
+    return leaves
 
 
 def _read_leaves(facts: Facts, leaves: list[tuple[ast.AST, bool]], marks: bytearray | None
