@@ -25,7 +25,6 @@ tree can be dropped before the names are resolved.
 from __future__ import annotations
 
 import ast
-import bisect
 import dataclasses
 import unicodedata
 from typing import Any, Iterable
