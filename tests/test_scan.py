@@ -306,6 +306,10 @@ def _reference_chains(tree, names):
 
 
 _TRICKY = [
+    # Bare names as a container's children: decorator, base, except type, tests, iterables.
+    "from tensorflow.contrib.framework import add_arg_scope as a\n@a\ndef f(x=a) -> a:\n"
+    "  pass\nclass M(a):\n  pass\ntry:\n  pass\nexcept a:\n  pass\nif a:\n  pass\n"
+    "while a:\n  pass\nfor a in a:\n  pass\nwith a:\n  pass\n",
     "import tensorflow as tf\r\nx = 1\r\ny = tf.contrib.opt.LazyAdamOptimizer\r\n",
     "import tensorflow as tf\rx = 1\ry = tf.contrib.opt.LazyAdamOptimizer\r",
     "import tensorflow as ｔｆ\n# é\nx = (1,\n     ｔｆ.contrib.opt.LazyAdamOptimizer)\n",

@@ -226,6 +226,7 @@ def _read_statements(facts: Facts, tree: ast.Module) -> list[tuple[ast.AST, bool
     leaves: list[tuple[ast.AST, bool]] = []
     append, fields_of, containers = leaves.append, _FORWARD_FIELDS, _CONTAINERS
     import_, import_from, try_, with_ = ast.Import, ast.ImportFrom, ast.Try, ast.With
+    name_ = ast.Name
     # (the body's iterator, guarded, graph, top); top None: the module's own body.
     stack: list[tuple[Any, bool, bool, bool | None]] = [(iter(tree.body), False, False, None)]
     while stack:
@@ -239,8 +240,8 @@ def _read_statements(facts: Facts, tree: ast.Module) -> list[tuple[ast.AST, bool
                     if top:
                         facts.top_level.update((a.asname or a.name).split(".")[0]
                                                for a in node.names)
-                elif kind in fields_of:  # `pass`, `global x`, ... hold nothing.
-                    append((node, graph))
+                elif kind in fields_of or kind is name_:  # `pass`, `global x`: nothing.
+                    append((node, graph))  # A bare name: `@add_arg_scope`, `class A(Model)`.
                 continue
             if kind is try_ and _handles_import_errors(node):
                 stack.append((iter(node.body), True, graph, top))
