@@ -316,6 +316,10 @@ _TRICKY = [
     "import tensorflow as tf\n@tf.function\ndef f(a=tf.float32):\n  return 1; b = tf.x\n",
     "import tensorflow as tf\nclass M(tf.keras.Model, metaclass=tf.y):\n  pass\n"
     "s = f'{tf.z}'\nwith tf.Graph().as_default() as g, tf.Session() as s:\n  pass\n",
+    "import tensorflow as tf\nc = tf.train.Checkpoint(v=v)\n@tf.function\ndef f():\n"
+    "  s = tf.train.Scaffold(saver=c, init_fn=g)\n  tf.disable_v2_behavior()\n"
+    "e = model_to_estimator(keras_model=m)\nt = TPUConfig(num_cores_per_replica=2,\n"
+    "  iterations_per_loop='3s')\nwith g.as_default():\n  tf.Session()\n",
     "def main():\n  import tensorflow as tf\n  try:\n    import tensorflow.contrib as c\n"
     "  except ImportError:\n    c = None\n  tf.Session(); c.opt.X\n",
 ]
@@ -346,3 +350,16 @@ def _assert_same_facts(source, path=""):
     fast, full = analyze.read_facts(tree, source), analyze.read_facts(tree)
     assert dataclasses.asdict(fast) == dataclasses.asdict(full), path
     assert sorted(c[:3] for c in fast.chains) == _reference_chains(tree, fast.names), path
+    # Every call and assignment, by `ast.walk`: the run semantics.
+    reference = analyze.Facts()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            analyze._call(reference, node)
+        elif isinstance(node, ast.Assign) and analyze._calls(node.value, "Checkpoint"):
+            reference.checkpoint_names.update(t.id for t in node.targets
+                                              if isinstance(t, ast.Name))
+    reference.semantics += [("object_checkpoints", line) for name, line
+                            in reference.scaffold_savers if name in reference.checkpoint_names]
+    for field in ("semantics", "eager_calls", "scaffold_savers"):
+        assert sorted(getattr(fast, field)) == sorted(getattr(reference, field)), (path, field)
+    assert fast.checkpoint_names == reference.checkpoint_names, path
