@@ -1,5 +1,7 @@
 """Tests for `python -m tpu_estimator_compat.scan`: import forms, verdicts, run semantics,
 output, exit status and bad input (one clear line per file, and the scan goes on)."""
+import ast
+import dataclasses
 import json
 import os
 import subprocess
@@ -45,6 +47,9 @@ def _uses(tmp_path, source, name="m.py"):
     ("from tensorflow.contrib import tpu as contrib_tpu\n"
      "opt = contrib_tpu.CrossShardOptimizer(o)\n",
      "tf.contrib.tpu.CrossShardOptimizer", "served", "2"),
+    ("from tensorflow.contrib.tpu import CrossShardOptimizer, RunConfig\n"
+     "opt = CrossShardOptimizer(o)\n",
+     "tf.contrib.tpu.CrossShardOptimizer", "served", "1"),
     ("from tensorflow.contrib.opt import LazyAdamOptimizer\n\n\nLazyAdamOptimizer()\n",
      "tf.contrib.opt.LazyAdamOptimizer", "refused", "1"),
     ("import tensorflow as tf\nl = tf.contrib.keras.layers.Dense(3)\n",
@@ -210,6 +215,34 @@ def test_fleet_summary_json_and_exit_status(tmp_path):
     assert name["lines"] == ["2"] and "AdamOptimizer" in name["note"]
 
 
+def test_a_long_elif_chain_is_read_to_its_end(tmp_path):
+    # Each `elif` is an `If` in the previous one's `orelse`: the walk must not recurse.
+    chain = "".join(f"elif x == {i}:\n  y = {i}\n" for i in range(2000))
+    uses, f, _ = _uses(tmp_path, "import tensorflow as tf\nif x:\n  pass\n" + chain
+                       + "else:\n  tf.contrib.opt.LazyAdamOptimizer(0.1)\n")
+    assert not f.problem
+    assert uses["tf.contrib.opt.LazyAdamOptimizer"] == ("refused", [str(3 + 2 * 2000 + 2)])
+
+
+def test_an_absent_name_alone_exits_1(tmp_path):
+    _write(tmp_path, {"train.py": "import tensorflow.compat.v1 as tf\n"
+                                  "w = tf.summary.create_file_writer('/tmp/x')\n"})
+    assert cli.main([str(tmp_path / "train.py")]) == 1
+    (result,), _ = cli.scan([str(tmp_path)])
+    assert result.blockers() and all("TensorFlow 2.21 has no" in note
+                                     for note in result.blockers().values())
+
+
+def test_folders_without_code_are_no_code_bases(tmp_path):
+    _write(tmp_path, {"a/train.py": "import tensorflow as tf\n", "docs/README.md": "# docs\n",
+                      "b/train.py": "import tensorflow as tf\n"})
+    results, problems = cli.scan([str(tmp_path)])
+    assert [os.path.basename(r.name) for r in results] == ["a", "b"] and not problems
+    results, problems = cli.scan([str(tmp_path / "docs")])
+    assert not results
+    assert problems == [(str(tmp_path / "docs"), "no .py or .ipynb file: nothing to scan")]
+
+
 def test_importing_the_scan_loads_no_tensorflow():
     code = ("import sys, tpu_estimator_compat.scan.cli as c\n"
             "c.scan([%r])\n"
@@ -240,3 +273,93 @@ def test_each_script_gets_the_verdict_of_the_files_it_imports(tmp_path):
                            str(tmp_path)], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": REPO}).stdout
     assert f"script {tmp_path / 'main.py'}: runs unchanged" in text
+
+
+def _corpus_cells():
+    """Every code cell of legacy_models/ and ../shared/realworld (when present)."""
+    realworld = os.environ.get("TPU_ESTIMATOR_COMPAT_REALWORLD",
+                               os.path.join(REPO, "..", "shared", "realworld"))
+    for root in (os.path.join(REPO, "legacy_models"), realworld):
+        for folder, _, names in sorted(os.walk(root)):
+            for name in sorted(names):
+                if name.endswith(files.SUFFIXES):
+                    path = os.path.join(folder, name)
+                    for _, source in files.read_code(path):
+                        yield path, source
+
+
+def _reference_chains(tree, names):
+    """Every outermost attribute chain (or lone loaded name) on `names`, by `ast.walk`."""
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in inner or not isinstance(node, (ast.Attribute, ast.Name)):
+            continue
+        parts, base = [], node
+        while isinstance(base, ast.Attribute):
+            parts.append(base.attr)
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in names and (
+                parts or isinstance(node.ctx, ast.Load)):
+            found.append((base.id, tuple(parts[::-1]), node.lineno))
+    return sorted(found)
+
+
+_TRICKY = [
+    # Bare names as a container's children: decorator, base, except type, tests, iterables.
+    "from tensorflow.contrib.framework import add_arg_scope as a\n@a\ndef f(x=a) -> a:\n"
+    "  pass\nclass M(a):\n  pass\ntry:\n  pass\nexcept a:\n  pass\nif a:\n  pass\n"
+    "while a:\n  pass\nfor a in a:\n  pass\nwith a:\n  pass\n",
+    "import tensorflow as tf\r\nx = 1\r\ny = tf.contrib.opt.LazyAdamOptimizer\r\n",
+    "import tensorflow as tf\rx = 1\ry = tf.contrib.opt.LazyAdamOptimizer\r",
+    "import tensorflow as ｔｆ\n# é\nx = (1,\n     ｔｆ.contrib.opt.LazyAdamOptimizer)\n",
+    "import tensorflow as tf\n@tf.function\ndef f(a=tf.float32):\n  return 1; b = tf.x\n",
+    "import tensorflow as tf\nclass M(tf.keras.Model, metaclass=tf.y):\n  pass\n"
+    "s = f'{tf.z}'\nwith tf.Graph().as_default() as g, tf.Session() as s:\n  pass\n",
+    "import tensorflow as tf\nc = tf.train.Checkpoint(v=v)\n@tf.function\ndef f():\n"
+    "  s = tf.train.Scaffold(saver=c, init_fn=g)\n  tf.disable_v2_behavior()\n"
+    "e = model_to_estimator(keras_model=m)\nt = TPUConfig(num_cores_per_replica=2,\n"
+    "  iterations_per_loop='3s')\nwith g.as_default():\n  tf.Session()\n",
+    "def main():\n  import tensorflow as tf\n  try:\n    import tensorflow.contrib as c\n"
+    "  except ImportError:\n    c = None\n  tf.Session(); c.opt.X\n",
+]
+
+
+@pytest.mark.parametrize("source", _TRICKY)
+def test_skipping_leaves_without_a_word_changes_no_fact(source):
+    _assert_same_facts(source)
+
+
+def test_skipping_leaves_changes_no_fact_over_the_real_code():
+    """The speed-ups of `read_facts` (leaves whose lines name nothing it looks for are not
+    read; chains only on the file's names) against a read of every leaf and a plain
+    `ast.walk`, over legacy_models/ and ../shared/realworld."""
+    cells = list(_corpus_cells())
+    assert len(cells) > 30
+    for path, source in cells:
+        _assert_same_facts(source, path)
+
+
+def _assert_same_facts(source, path=""):
+    from tpu_estimator_compat.scan import analyze
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    fast, full = analyze.read_facts(tree, source), analyze.read_facts(tree)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(full), path
+    assert sorted(c[:3] for c in fast.chains) == _reference_chains(tree, fast.names), path
+    # Every call and assignment, by `ast.walk`: the run semantics.
+    reference = analyze.Facts()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            analyze._call(reference, node)
+        elif isinstance(node, ast.Assign) and analyze._calls(node.value, "Checkpoint"):
+            reference.checkpoint_names.update(t.id for t in node.targets
+                                              if isinstance(t, ast.Name))
+    reference.semantics += [("object_checkpoints", line) for name, line
+                            in reference.scaffold_savers if name in reference.checkpoint_names]
+    for field in ("semantics", "eager_calls", "scaffold_savers"):
+        assert sorted(getattr(fast, field)) == sorted(getattr(reference, field)), (path, field)
+    assert fast.checkpoint_names == reference.checkpoint_names, path

@@ -4,7 +4,8 @@
 tests/test_realworld.py runs unchanged through the launcher (all pass: migration_guide/
 real_world.md); `legacy_models/` is run by tests/test_legacy_models.py. The scan must call
 each of them "runs unchanged" (the launcher runs them), see the import forms and semantics
-each case's README records, and exit 0 on them.
+each case's README records, and exit 0 on them. The `slow` cases run one script per verdict
+class through the launcher: "should run" runs, "refused X" / "absent X" fails on X.
 """
 import os
 import subprocess
@@ -96,3 +97,47 @@ def test_tf_docs_programs_that_fail_are_the_ones_the_scan_flags():
                if "object_checkpoints" in f.semantics}
     assert flagged == {"guide_estimator.py", "migrate_migrating_checkpoints.py",
                        "tutorial_keras_model_to_estimator.py"}
+
+
+# One class each of what the scan reports, as real code writes it: (source, the scan's
+# verdict on the code base, the blocker it names, what the launcher's run prints).
+LAUNCHER_CASES = {
+    "refused": ("import tensorflow as tf\nopt = tf.contrib.opt.LazyAdamOptimizer(0.1)\n",
+                codebase.REFUSES, "tf.contrib.opt.LazyAdamOptimizer", "LazyAdamOptimizer"),
+    # tensorflow/tpu amoeba_net's host_call: TF 2.21's v1 summary module has no writer.
+    "absent": ("import tensorflow.compat.v1 as tf\n"
+               "w = tf.summary.create_file_writer('/tmp/unused')\n", codebase.REFUSES,
+               "tf.compat.v1.summary.create_file_writer", "AttributeError"),
+    # efficientnet's optional Bigtable input: refused, but under `except ImportError`.
+    "runs": ("try:\n  from tensorflow.contrib.cloud import BigtableClient\n"
+             "except ImportError:\n  BigtableClient = None\n"
+             "import tensorflow as tf\nconfig = tf.estimator.tpu.RunConfig(\n"
+             "    tpu_config=tf.estimator.tpu.TPUConfig(iterations_per_loop=2))\n"
+             "print('RAN', type(config).__name__)\n", codebase.RUNS, None, "RAN RunConfig"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(LAUNCHER_CASES))
+def test_scan_verdict_is_what_the_launcher_run_does(tmp_path, case):
+    """"Should run" runs through the launcher; "refused X" fails on X, with our hint."""
+    source, status, blocker, printed = LAUNCHER_CASES[case]
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    (result,), _ = cli.scan([str(script)])
+    assert result.status == status, result.blockers()
+    done = subprocess.run([sys.executable, "-m", "tpu_estimator_compat.run", str(script)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    output = done.stdout + done.stderr
+    assert printed in output, output[-3000:]
+    if blocker is None:
+        assert done.returncode == 0, output[-3000:]
+        return
+    assert done.returncode != 0
+    assert list(result.blockers()) == [blocker]
+    last = output.strip().splitlines()[-1]  # The exception that stopped the run.
+    assert blocker.rpartition(".")[2] in last, last
+    note = result.blockers()[blocker]
+    if status == codebase.REFUSES and "TensorFlow 2.21 has no" not in note:
+        assert note.split(" See ")[0] in output, (note, output[-3000:])

@@ -1,6 +1,6 @@
 """One file's legacy names and run semantics, from its AST (nothing is imported or run).
 
-    facts = read_facts(ast.parse(source))           # one pass over the tree
+    facts = read_facts(ast.parse(source), source)   # imports, then the leaves that matter
     aliases = facts.aliases()                        # `tf` -> `tensorflow.compat.v1`, ...
     found = resolve(facts, aliases)                  # [(full name, module parts, line, guarded)]
 
@@ -12,7 +12,13 @@ estimator`, `from tensorflow.python.tpu import tpu_function`. Attribute chains o
 are followed to full names (`contrib_tpu.CrossShardOptimizer` is
 `tensorflow.contrib.tpu.CrossShardOptimizer`). Names the code base's own modules re-export
 (`from .compat import tf`) are added by `codebase.py` before `resolve`. Imports anywhere in the
-file bind (scripts import inside `main`). One walk of the tree collects everything, so the
+file bind (scripts import inside `main`).
+
+Speed (the scan reads hundreds of files a second, `bench/scan_speed.py`): `read_facts` walks
+the statements once for the imports, then reads only the leaves (simple statements and
+headers) whose lines spell one of the file's TensorFlow names or a run semantic's word (a
+textual pre-filter, `word_lines`), and records chains on those names only. The facts are
+those of a read of every node (tests/test_scan.py checks it over the real code), and the
 tree can be dropped before the names are resolved.
 """
 
@@ -20,6 +26,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import unicodedata
+from typing import Any, Iterable
 
 ROOTS = ("tensorflow", "tensorflow_estimator")
 
@@ -70,6 +78,9 @@ class Facts:
     # Names assigned a `...Checkpoint(...)` call, and `Scaffold(saver=<name>)`: (name, line).
     checkpoint_names: set[str] = dataclasses.field(default_factory=set)
     scaffold_savers: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    # The names whose chains were recorded (`read_facts`): a file's TensorFlow imports and
+    # the names it was told of; a chain on any other name is not in `chains`.
+    names: frozenset[str] = frozenset()
 
     def aliases(self, seed: dict[str, Alias] | None = None) -> dict[str, Alias]:
         found = dict(seed or {})
@@ -173,81 +184,191 @@ def _graph_scope(node: ast.With) -> bool:
                and item.context_expr.func.attr == "as_default" for item in node.items)
 
 
-# Nodes with nothing below worth a visit: contexts, operators, constants.
-_SKIP = frozenset((ast.Load, ast.Store, ast.Del, ast.Constant, ast.Pass, ast.Break,
-                   ast.Continue, ast.Global, ast.Nonlocal, ast.alias)
-                  + tuple(ast.operator.__subclasses__()) + tuple(ast.cmpop.__subclasses__())
-                  + tuple(ast.unaryop.__subclasses__()) + tuple(ast.boolop.__subclasses__()))
+# Statements holding statements, and the holders without a position of their own: walked
+# node by node; everything else is a leaf (a statement or expression with its lines), read
+# whole or skipped whole.
+_CONTAINERS = frozenset((ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                         ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith,
+                         ast.Match, ast.Try, ast.TryStar, ast.ExceptHandler, ast.match_case,
+                         ast.arguments, ast.withitem))
+# Module-level statements whose imports are the module's own names (`exported`).
+_TOP_KINDS = (ast.Import, ast.ImportFrom, ast.Try, ast.If)
+# Fields that never hold a node worth a visit (names, operators, flags).
+_SCALAR_FIELDS = frozenset(("ctx", "op", "ops", "id", "attr", "arg", "name", "names", "module",
+                            "level", "kind", "conversion", "is_async", "type_comment",
+                            "simple", "tag", "kwd_attrs", "rest"))
 
 
-def _children(node: ast.AST) -> list[ast.AST]:
-    """`node`'s child nodes worth a visit, in reverse source order (for a stack)."""
-    found = []
-    for field in node._fields:
-        value = getattr(node, field, None)
-        if type(value) is list:
-            found.extend(v for v in value if type(v) not in _SKIP and isinstance(v, ast.AST))
-        elif value is not None and type(value) not in _SKIP and isinstance(value, ast.AST):
-            found.append(value)
-    found.reverse()
-    return found
+def _node_fields() -> dict[type, tuple[str, ...]]:
+    """{node class: its fields that may hold nodes, last first}; absent: nothing below."""
+    fields = {}
+    classes = [ast.AST]
+    while classes:
+        cls = classes.pop()
+        classes.extend(cls.__subclasses__())
+        own = tuple(f for f in reversed(cls._fields) if f not in _SCALAR_FIELDS)
+        if own and cls is not ast.Constant:
+            fields[cls] = own
+    return fields
 
 
-def _top_level_imports(tree: ast.Module) -> set[str]:
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.Try, ast.If)):
-            for inner in ast.walk(node):
-                if isinstance(inner, (ast.Import, ast.ImportFrom)):
-                    names.update((a.asname or a.name).split(".")[0] for a in inner.names)
-    return names
+_FIELDS = _node_fields()
+_FORWARD_FIELDS = {kind: fields[::-1] for kind, fields in _FIELDS.items()}
+# Words a leaf must contain to hold a run semantic (`_call`, `Checkpoint` assignments).
+_SEMANTIC_WORDS = tuple(_EAGER_OFF) + tuple(_SEMANTIC_KEYWORDS) + (
+    "model_to_estimator", "Scaffold", "Checkpoint", "iterations_per_loop")
 
 
-def read_facts(tree: ast.Module) -> Facts:
-    """Everything `resolve` needs, in one iterative walk (guard and graph scope carried down)."""
-    facts = Facts(top_level=_top_level_imports(tree))
-    chains = facts.chains
-    stack: list[tuple[ast.AST, bool, bool]] = [(tree, False, False)]
-    pop, push, extend = stack.pop, stack.append, stack.extend
+def _read_statements(facts: Facts, tree: ast.Module) -> list[tuple[ast.AST, bool]]:
+    """Records the imports (with their guard) and the module's own names; returns the
+    leaves [(node, inside a graph scope)] in source order, for `_read_leaves`. Iterative
+    (a stack of open bodies): an `elif` chain nests as deep as it is long."""
+    leaves: list[tuple[ast.AST, bool]] = []
+    append, fields_of, containers = leaves.append, _FORWARD_FIELDS, _CONTAINERS
+    import_, import_from, try_, with_ = ast.Import, ast.ImportFrom, ast.Try, ast.With
+    name_ = ast.Name
+    # (the body's iterator, guarded, graph, top); top None: the module's own body.
+    stack: list[tuple[Any, bool, bool, bool | None]] = [(iter(tree.body), False, False, None)]
     while stack:
-        node, guarded, graph = pop()
-        kind = type(node)
-        if kind is ast.Attribute:
-            base, parts = _chain(node)
-            if type(base) is ast.Name:
-                chains.append((base.id, tuple(parts), node.lineno, graph))
-            else:  # `f(x).a.b`: only the expression inside can hold names.
-                push((base, guarded, graph))
+        nodes, guarded, graph, body_top = stack[-1]
+        for node in nodes:
+            kind = type(node)
+            top = isinstance(node, _TOP_KINDS) if body_top is None else body_top
+            if kind not in containers:
+                if kind is import_ or kind is import_from:
+                    (_import if kind is import_ else _import_from)(facts, node, guarded)
+                    if top:
+                        facts.top_level.update((a.asname or a.name).split(".")[0]
+                                               for a in node.names)
+                elif kind in fields_of or kind is name_:  # `pass`, `global x`: nothing.
+                    append((node, graph))  # A bare name: `@add_arg_scope`, `class A(Model)`.
+                continue
+            if kind is try_ and _handles_import_errors(node):
+                stack.append((iter(node.body), True, graph, top))
+                stack.append((iter(node.handlers + node.orelse + node.finalbody), guarded,
+                              graph, top))
+            elif kind is with_ and _graph_scope(node):
+                # `with g.as_default(), tf.Session(graph=g) as s:` is graph code, items too.
+                stack.append((iter(node.body + node.items), guarded, True, top))
+            else:
+                children = []
+                for field in fields_of[kind]:
+                    value = getattr(node, field)
+                    if type(value) is list:
+                        children += value
+                    elif value is not None:
+                        children.append(value)
+                stack.append((iter(children), guarded, graph, top))
+            break  # Read the container's children first, then go on with this body.
+        else:
+            stack.pop()
+    return leaves
+
+
+def _read_leaves(facts: Facts, leaves: list[tuple[ast.AST, bool]], marks: bytearray | None
+                 ) -> None:
+    """The chains on `facts.names` and the run semantics in the leaves, in source order;
+    with `marks` (the lines holding a word), the leaves whose lines hold none are skipped."""
+    names, chains = facts.names, facts.chains
+    attribute, name_, load, call, assign = ast.Attribute, ast.Name, ast.Load, ast.Call, ast.Assign
+    fields_of = _FIELDS
+    stack: list = []
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    for leaf, graph in leaves:
+        if marks is not None and marks.find(1, leaf.lineno, leaf.end_lineno + 1) < 0:
             continue
-        if kind is ast.Name:
-            if type(node.ctx) is ast.Load:
-                chains.append((node.id, (), node.lineno, graph))
-            continue
-        if kind is ast.Import:
-            _import(facts, node, guarded)
-            continue
-        if kind is ast.ImportFrom:
-            _import_from(facts, node, guarded)
-            continue
-        if kind is ast.Call:
-            _call(facts, node)
-        elif kind is ast.Assign and _calls(node.value, "Checkpoint"):
-            facts.checkpoint_names.update(t.id for t in node.targets if type(t) is ast.Name)
-        elif kind is ast.Try and _handles_import_errors(node):
-            extend((child, True, graph) for child in reversed(node.body))
-            rest = node.handlers + node.orelse + node.finalbody
-            extend((child, guarded, graph) for child in reversed(rest))
-            continue
-        elif kind is ast.With and _graph_scope(node):
-            # `with g.as_default(), tf.Session(graph=g) as s:` is graph code, items included.
-            extend((child, guarded, True) for child in reversed(node.body + node.items))
-            continue
-        extend((child, guarded, graph) for child in _children(node))
-    facts.semantics.extend(("object_checkpoints", line) for name, line in facts.scaffold_savers
-                           if name in facts.checkpoint_names)
-    return facts
+        push(leaf)
+        while stack:
+            node = pop()
+            kind = type(node)
+            if kind is attribute:
+                parts = []
+                base = node
+                while type(base) is attribute:
+                    parts.append(base.attr)
+                    base = base.value
+                if type(base) is name_:
+                    if base.id in names:
+                        parts.reverse()
+                        chains.append((base.id, tuple(parts), node.lineno, graph))
+                else:  # `f(x).a.b`: only the expression inside can hold names.
+                    push(base)
+            elif kind is name_:
+                if node.id in names and type(node.ctx) is load:
+                    chains.append((node.id, (), node.lineno, graph))
+            elif kind in fields_of:  # Else a constant, an operator or a name string.
+                if kind is call:
+                    _call(facts, node)
+                elif kind is assign and _calls(node.value, "Checkpoint"):
+                    facts.checkpoint_names.update(t.id for t in node.targets
+                                                  if type(t) is name_)
+                for field in fields_of[kind]:
+                    value = getattr(node, field)
+                    if type(value) is list:
+                        extend(value[::-1])
+                    elif value is not None:
+                        push(value)
+
+
+def _marks(source: str, words: Iterable[str]) -> bytearray:
+    """marks[line] is 1 where a line holds one of `words` (`word_lines`)."""
+    lines = word_lines(source, words)
+    marks = bytearray(lines[-1] + 2 if lines else 1)
+    for line in lines:
+        marks[line] = 1
+    return marks
+
+
+def word_lines(source: str, words: Iterable[str]) -> list[int]:
+    """The sorted line numbers (as `ast` counts them) where any of `words` occurs, as a
+    substring: a superset of the lines holding a name or keyword spelled so."""
+    if "\r" in source:  # `ast` ends lines at \r\n, \n and a lone \r.
+        source = source.replace("\r\n", "\n").replace("\r", "\n")
+    if not source.isascii():  # Python reads identifiers NFKC-normalized (`ｔｆ` is `tf`).
+        source = unicodedata.normalize("NFKC", source)
+    find, count = source.find, source.count
+    positions = []
+    for word in words:
+        pos = find(word)
+        while pos >= 0:
+            positions.append(pos)
+            pos = find(word, pos + len(word))
+    positions.sort()
+    lines, line, last = [], 1, 0
+    for pos in positions:
+        line += count("\n", last, pos)
+        last = pos
+        lines.append(line)
+    return lines
+
+
+def read_facts(tree: ast.Module, source: str | None = None,
+               names: Iterable[str] = ()) -> Facts:
+    """Everything `resolve` needs: the imports, then the leaves that hold a name the file
+    imports from TensorFlow (or `names`: re-exports) or a run semantic's word. With `source`,
+    leaves whose lines hold none of those words are skipped unread (most of a model's code);
+    the facts are the same as a read of every leaf's."""
+    return read_cells([(tree, source)], names)[0]
+
+
+def read_cells(cells: list[tuple[ast.Module, str | None]], names: Iterable[str] = ()
+               ) -> list[Facts]:
+    """`read_facts` of a notebook's cells [(tree, source)]: chains on the names any cell
+    imports (a cell uses what an earlier one imported)."""
+    started = []
+    wanted = set(names)
+    for tree, source in cells:
+        facts = Facts()
+        started.append((facts, _read_statements(facts, tree), source))
+        wanted.update(local for local, _, _ in facts.imports if local)
+    frozen = frozenset(wanted)
+    for facts, leaves, source in started:
+        facts.names = frozen
+        marks = None if source is None else _marks(source, tuple(frozen) + _SEMANTIC_WORDS)
+        _read_leaves(facts, leaves, marks)
+        facts.semantics.extend(("object_checkpoints", line) for name, line
+                               in facts.scaffold_savers if name in facts.checkpoint_names)
+    return [facts for facts, _, _ in started]
 
 
 def resolve(facts: Facts, aliases: dict[str, Alias]

@@ -23,7 +23,8 @@ def _parser() -> argparse.ArgumentParser:
                     "stops the others. See migration_guide/scan.md.")
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help=".py files, .ipynb notebooks, or folders (recursively); a folder "
-                             "with no code of its own is a fleet: each sub-folder is a code base")
+                             "with no code of its own is a fleet: each sub-folder holding "
+                             "code is a code base")
     parser.add_argument("--json", action="store_true", help="print JSON for tools")
     parser.add_argument("--verbose", action="store_true",
                         help="list served names too, not only changed, refused and absent ones")

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import gc
 import os
+from typing import Any, Callable
 
 from tpu_estimator_compat.scan import analyze
 from tpu_estimator_compat.scan import files as files_lib
@@ -105,6 +107,7 @@ class _Parsed:
     module: str
     cells: list[tuple[int | None, analyze.Facts]]  # (notebook cell or None, its facts)
     seed: dict[str, analyze.Alias] = dataclasses.field(default_factory=dict)  # Re-exports.
+    sources: list[str] = dataclasses.field(default_factory=list)  # Each of `cells`' code.
 
     def aliases(self, upto: int | None = None) -> dict[str, analyze.Alias]:
         """The names bound by the file's imports (a notebook's cells in order, up to `upto`)."""
@@ -133,18 +136,33 @@ def _module_name(root: str, path: str) -> str:
 
 def _parse(base: files_lib.CodeBase, path: str,
            cells: list[tuple[int | None, str]]) -> tuple[_Parsed | None, str]:
+    """The file's facts; the cyclic garbage collector is paused meanwhile: a tree's ~10^5
+    new nodes hold no reference cycle (each is freed with its tree), and the collector's
+    passes over them cost a third of a scan."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_cells(base, path, cells)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parse_cells(base: files_lib.CodeBase, path: str,
+                 cells: list[tuple[int | None, str]]) -> tuple[_Parsed | None, str]:
     parsed = _Parsed(path, _module_name(base.root, path), [])
     problems = []
+    trees = []
     for cell, source in cells:
         try:
-            tree = ast.parse(source, filename=path)
+            trees.append((cell, ast.parse(source, filename=path), source))
         except SyntaxError as e:
             problems.append(_syntax_problem(e, cell))
-            continue
         except (RecursionError, MemoryError, ValueError) as e:
             problems.append(f"cannot parse ({type(e).__name__}): skipped")
-            continue
-        parsed.cells.append((cell, analyze.read_facts(tree)))
+    facts = analyze.read_cells([(tree, source) for _, tree, source in trees])
+    parsed.cells = [(cell, f) for (cell, _, _), f in zip(trees, facts)]
+    parsed.sources = [source for _, _, source in trees]
     if problems and not parsed.cells:
         return None, problems[0]
     return parsed, "; ".join(problems)
@@ -173,25 +191,41 @@ def _find_module(index: dict[str, list[_Parsed]], importer: str, level: int, mod
     return (exact or matches)[0] if len(exact or matches) == 1 else None
 
 
-def _reexports(parsed: dict[str, _Parsed]) -> None:
+def _reexports(parsed: dict[str, _Parsed], index: dict[str, list[_Parsed]]) -> None:
     """Seeds each file with the names it imports from the code base's own modules."""
-    index = _module_index(parsed)
+    links = []  # (importer, local name, module file, name), in import order.
+    for p in parsed.values():
+        is_package = p.path.endswith("__init__.py")
+        for _, facts in p.cells:
+            for level, module, name, local, _ in facts.local:
+                target = _find_module(index, p.module, level, module, is_package)
+                if target is not None and target.cells:
+                    links.append((p, local, target, name))
     for _ in range(3):  # A re-export of a re-export, a few levels deep.
-        exports = {path: analyze.exported(p.cells[0][1], p.aliases()) if p.cells else {}
-                   for path, p in parsed.items()}
-        for path, p in parsed.items():
-            is_package = path.endswith("__init__.py")
-            for _, facts in p.cells:
-                for level, module, name, local, _ in facts.local:
-                    target = _find_module(index, p.module, level, module, is_package)
-                    if target is not None and name in exports[target.path]:
-                        p.seed.setdefault(local, exports[target.path][name])
+        exports = {id(t): analyze.exported(t.cells[0][1], t.aliases()) for _, _, t, _ in links}
+        seeded = False
+        for p, local, target, name in links:
+            alias = exports[id(target)].get(name)
+            if alias is not None and local not in p.seed:
+                p.seed[local] = alias
+                seeded = True
+        if not seeded:  # The next round would see the same exports.
+            break
 
 
-def _closure(entry: str, parsed: dict[str, _Parsed],
-             index: dict[str, list[_Parsed]]) -> list[str]:
+def _complete(p: _Parsed) -> None:
+    """Reads the file again when it gets a name from the code base's own modules (a
+    re-export, rare): `read_cells` recorded the chains on its TensorFlow imports only."""
+    if p.cells and not set(p.seed) <= p.cells[0][1].names:
+        facts = analyze.read_cells([(ast.parse(source), source) for source in p.sources],
+                                   p.cells[0][1].names | set(p.seed))
+        p.cells = [(cell, f) for (cell, _), f in zip(p.cells, facts)]
+
+
+def _closure(entry: str, parsed: dict[str, _Parsed], find: Callable[..., _Parsed | None]
+             ) -> list[str]:
     """`entry` and the code base's files it imports, directly or through each other."""
-    seen, queue = [entry], [entry]
+    seen, queue, known = [entry], [entry], {entry}
     while queue:
         p = parsed[queue.pop(0)]
         is_package = p.path.endswith("__init__.py")
@@ -200,8 +234,9 @@ def _closure(entry: str, parsed: dict[str, _Parsed],
                 for candidate in (module, f"{module}.{name}" if name else ""):
                     if not candidate and not level:
                         continue
-                    target = _find_module(index, p.module, level, candidate, is_package)
-                    if target is not None and target.path not in seen:
+                    target = find(p.module, level, candidate, is_package)
+                    if target is not None and target.path not in known:
+                        known.add(target.path)
                         seen.append(target.path)
                         queue.append(target.path)
     return seen
@@ -265,8 +300,8 @@ def scan_code_base(base: files_lib.CodeBase, problems: list[tuple[str, str]] | N
         except files_lib.Unreadable as e:
             results.append(FileResult(path, problem=str(e)))
             continue
-        if path.endswith(".py") and _signs(cells, ('__name__ == "__main__"',
-                                                   "__name__ == '__main__'")):
+        if path.endswith(".py") and _signs(cells, ("__main__",)) and _signs(
+                cells, ('__name__ == "__main__"', "__name__ == '__main__'")):
             scripts.append(path)
             parse(path, cells)
         elif _signs(cells, analyze.SIGNS):
@@ -280,9 +315,18 @@ def scan_code_base(base: files_lib.CodeBase, problems: list[tuple[str, str]] | N
             parse(path, cells)
         else:
             results.append(FileResult(path))
-    _reexports(parsed)
+    index = _module_index(parsed)
+    _reexports(parsed, index)
+    for p in parsed.values():
+        _complete(p)
     results += [_judge_file(p, file_problems[path]) for path, p in parsed.items()]
     results.sort(key=lambda r: r.path)
-    index = _module_index(parsed)
-    entries = {path: _closure(path, parsed, index) for path in scripts if path in parsed}
+    found: dict[tuple, _Parsed | None] = {}
+
+    def find(*key: Any) -> _Parsed | None:  # Scripts share most of their imports.
+        if key not in found:
+            found[key] = _find_module(index, *key)
+        return found[key]
+
+    entries = {path: _closure(path, parsed, find) for path in scripts if path in parsed}
     return CodeBaseResult(base.name, results, list(problems or []), entries)

@@ -4,8 +4,9 @@
     cells = read_code(path)     # [(cell number or None, source)]; raises Unreadable
 
 A code base is each PATH given; a folder whose top level holds no code of its own (nothing
-but an `__init__.py`) is a fleet, and each of its sub-folders is a code base. `.py` files and
-the code cells of `.ipynb` notebooks are read, never imported. Symlinked folders are followed
+but an `__init__.py`) is a fleet, and each of its sub-folders holding code is a code base
+(a folder of docs or data is not counted). `.py` files and the code cells of `.ipynb`
+notebooks are read, never imported. Symlinked folders are followed
 once (a loop is reported, not followed). A file that cannot be scanned (binary, Python 2,
 broken notebook JSON, too large) is reported as one line; the scan goes on.
 """
@@ -92,9 +93,15 @@ def discover(paths: list[str], fleets: bool = True
                     sub = os.path.join(path, name)
                     if (os.path.isdir(sub) and name not in _SKIPPED_DIRS
                             and not name.startswith(".")):
-                        bases.append(CodeBase(sub, sub, _walk(sub, problems)))
+                        found = _walk(sub, problems)
+                        if found:  # A folder of docs or data is no code base to count.
+                            bases.append(CodeBase(sub, sub, found))
             else:
-                bases.append(CodeBase(path, path, _walk(path, problems)))
+                found = _walk(path, problems)
+                if found:
+                    bases.append(CodeBase(path, path, found))
+                else:
+                    problems.append((path, "no .py or .ipynb file: nothing to scan"))
         else:
             try:
                 os.stat(path)

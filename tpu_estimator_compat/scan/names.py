@@ -67,6 +67,8 @@ class TfNames:
             members = self.modules.get(self.resolve(current))
             if members is None:
                 return None  # An attribute of a class or function: not tabled.
+            if part.startswith("__") and part.endswith("__"):
+                return None  # Module metadata (`tf.__version__`): never a legacy API name.
             if part not in members:
                 return i
             current = f"{current}.{part}" if current else part
