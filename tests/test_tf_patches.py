@@ -43,6 +43,8 @@ PATCHED_SYMBOLS = {
         ("tensorflow.compat.v1.train.Optimizer.apply_gradients",),
     "optimizer_apply.inference_keras_apply_gradients":
         ("tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.apply_gradients",),
+    "optimizer_apply.inference_keras_v2_apply_gradients":
+        ("tf_keras.src.optimizers.optimizer.Optimizer.apply_gradients",),
     "optimizer_apply.keras_iterations_retrace":
         ("tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.iterations",),
     "keras_env.executing_eagerly_outside_functions":
@@ -158,6 +160,7 @@ _SCOPED_ARGS = {
     "warm_start.Saver": lambda: (),
     "optimizer_apply.inference_apply_gradients": lambda: (),
     "optimizer_apply.inference_keras_apply_gradients": lambda: (),
+    "optimizer_apply.inference_keras_v2_apply_gradients": lambda: (),
     "hooks.Saver": lambda: (),
     "hooks.global_step_read": lambda: (),
     "inputs.iterator_get_next": lambda: ([],),
@@ -168,7 +171,7 @@ _SCOPED_ARGS = {
 }
 
 _SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py",
-                 "_tf/device_iterators.py", "_tf/estimator_seam.py")
+                 "_tf/device_iterators.py", "_tf/estimator_seam.py", "_tf/object_graph.py")
 
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {

@@ -152,6 +152,20 @@ PATCHES: tuple[Patch, ...] = (
         build="tpu_estimator_compat.step.optimizer_apply:inference_keras_apply_gradients",
         signature="(self, grads_and_vars, name=None, experimental_aggregate_gradients=True)"),
     Patch(
+        name="optimizer_apply.inference_keras_v2_apply_gradients",
+        kind=SCOPED,
+        target="tf_keras.src.optimizers.optimizer.Optimizer.apply_gradients",
+        package="tf_keras",
+        why="The same as optimizer_apply.inference_apply_gradients, for tf_keras's current "
+            "optimizer (`tf.keras.optimizers.Adam`, which model_fns pair with "
+            "`tf.GradientTape`: tensorflow-estimator's object_checkpointing_test). Its "
+            "update would move the variables an evaluation or prediction reads. Every "
+            "optimizer class of that family inherits this method; no public API keeps it "
+            "out of a trace.",
+        build="tpu_estimator_compat.step.optimizer_apply:inference_keras_v2_apply_gradients",
+        signature="(self, grads_and_vars, name=None, skip_gradients_aggregation=False, "
+                  "**kwargs)"),
+    Patch(
         name="optimizer_apply.keras_iterations_retrace",
         target="tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.iterations",
         package="tf_keras",

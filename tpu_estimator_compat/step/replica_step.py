@@ -125,12 +125,14 @@ class ModelFnCaller:
                    else contextlib.nullcontext())
         # A Saver model_fn builds (`Scaffold(saver=Saver(ema.variables_to_restore()))`, or
         # `Saver(max_to_keep=...)`) is recorded, not built: its restore ops would run at
-        # every step of the traced function. Its var_list and retention are honoured.
+        # every step of the traced function. Its var_list and retention are honoured. The
+        # export graph is a TF1 graph: there a real Saver restores and saves the export.
         # Outside TRAIN a train_op model_fn builds anyway must not run (legacy never ran it).
         no_train = (optimizer_apply.not_training()
                     if mode != ModeKeys.TRAIN else contextlib.nullcontext())
-        with keras_env.tf1_graph_keras(), shards, writers, no_train, \
-                _tf_patches.applied("warm_start.Saver"):
+        recording = (_tf_patches.applied("warm_start.Saver") if not export_mode
+                     else contextlib.nullcontext())
+        with keras_env.tf1_graph_keras(), shards, writers, no_train, recording:
             if (self.embedding is not None and self.use_tpu and not export_mode
                     and self.embedding.applies_to(mode)):
                 step = self.embedding.look_up(features, mode)
@@ -371,6 +373,9 @@ class TraceRecord:
         default_factory=graph_names.NameTable)
     scaffold_fn: Callable[[], Any] | None = None
     saver: Any = None  # `warm_start._RecordingSaver` of an EstimatorSpec's Scaffold.
+    # That Scaffold's `saver` as model_fn gave it: a recorded Saver, a tf.train.Checkpoint
+    # (object-based checkpoints, `checkpoint/object_based.py`), any object with `restore`.
+    scaffold_saver: Any = None
     hooks: tuple[Any, ...] = ()
     model_graph: Any = None  # The graph replica 0's model_fn built.
     loss_name: str | None = None  # The name of its spec.loss tensor there.
@@ -451,7 +456,9 @@ class TraceRecord:
         self.eval_metrics = getattr(spec, "eval_metrics", None)
         self.scaffold_fn = getattr(spec, "scaffold_fn", None)
         # An EstimatorSpec's Scaffold (legacy's CPU path): its Saver, recorded in model_fn.
-        self.saver = warm_start_lib.recorded_saver(getattr(spec, "scaffold", None))
+        scaffold = getattr(spec, "scaffold", None)
+        self.saver = warm_start_lib.recorded_saver(scaffold)
+        self.scaffold_saver = getattr(scaffold, "saver", None) if scaffold is not None else None
         mode = mode or spec.mode
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
                       ModeKeys.PREDICT: "prediction_hooks"}[mode]
