@@ -36,7 +36,7 @@ _EAGER_OFF = frozenset(("disable_v2_behavior", "disable_eager_execution"))
 _SESSION_NAMES = frozenset(("Session", "InteractiveSession"))
 # Text without any of these holds no legacy name and no run semantic of its own.
 SIGNS = ("tensorflow", "disable_v2_behavior", "disable_eager_execution", "init_fn",
-         "iterations_per_loop", "model_to_estimator", "saver") + tuple(_SEMANTIC_KEYWORDS)
+         "iterations_per_loop") + tuple(_SEMANTIC_KEYWORDS)
 _IMPORT_ERRORS = frozenset(("ImportError", "ModuleNotFoundError", "AttributeError", "Exception",
                             "BaseException"))
 
@@ -67,9 +67,6 @@ class Facts:
     eager_calls: list[tuple[str, tuple[str, ...], int]] = dataclasses.field(
         default_factory=list)
     top_level: set[str] = dataclasses.field(default_factory=set)  # Names bound by imports.
-    # Names assigned a `...Checkpoint(...)` call, and `Scaffold(saver=<name>)`: (name, line).
-    checkpoint_names: set[str] = dataclasses.field(default_factory=set)
-    scaffold_savers: list[tuple[str, int]] = dataclasses.field(default_factory=list)
 
     def aliases(self, seed: dict[str, Alias] | None = None) -> dict[str, Alias]:
         found = dict(seed or {})
@@ -138,10 +135,6 @@ def _call(facts: Facts, node: ast.Call) -> None:
             facts.eager_calls.append((getattr(base, "id", ""), tuple(parts), node.lineno))
         else:
             facts.eager_calls.append((name, (), node.lineno))
-    if name == "model_to_estimator" and not any(
-            k.arg == "checkpoint_format" and isinstance(k.value, ast.Constant)
-            and k.value.value == "saver" for k in node.keywords):
-        facts.semantics.append(("object_checkpoints", node.lineno))
     for keyword in node.keywords:
         arg = keyword.arg or ""
         key = _SEMANTIC_KEYWORDS.get(arg)
@@ -149,22 +142,9 @@ def _call(facts: Facts, node: ast.Call) -> None:
             facts.semantics.append((key, node.lineno))
         elif arg == "init_fn" and name == "Scaffold":
             facts.semantics.append(("scaffold_init_fn", node.lineno))
-        elif arg == "saver" and name == "Scaffold":
-            if _calls(keyword.value, "Checkpoint"):
-                facts.semantics.append(("object_checkpoints", node.lineno))
-            elif isinstance(keyword.value, ast.Name):
-                facts.scaffold_savers.append((keyword.value.id, node.lineno))
         elif (arg == "iterations_per_loop" and isinstance(keyword.value, ast.Constant)
               and isinstance(keyword.value.value, str)):
             facts.semantics.append(("iterations_per_loop_seconds", node.lineno))
-
-
-def _calls(node: ast.AST, name: str) -> bool:
-    """Whether `node` is a call of a function or attribute named `name`."""
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == name
 
 
 def _graph_scope(node: ast.With) -> bool:
@@ -233,8 +213,6 @@ def read_facts(tree: ast.Module) -> Facts:
             continue
         if kind is ast.Call:
             _call(facts, node)
-        elif kind is ast.Assign and _calls(node.value, "Checkpoint"):
-            facts.checkpoint_names.update(t.id for t in node.targets if type(t) is ast.Name)
         elif kind is ast.Try and _handles_import_errors(node):
             extend((child, True, graph) for child in reversed(node.body))
             rest = node.handlers + node.orelse + node.finalbody
@@ -245,8 +223,6 @@ def read_facts(tree: ast.Module) -> Facts:
             extend((child, guarded, True) for child in reversed(node.body + node.items))
             continue
         extend((child, guarded, graph) for child in _children(node))
-    facts.semantics.extend(("object_checkpoints", line) for name, line in facts.scaffold_savers
-                           if name in facts.checkpoint_names)
     return facts
 
 
