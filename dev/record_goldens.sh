@@ -34,6 +34,9 @@
 #    a MultiHead DNNEstimator), early stopping's stop step, and a v1 DNNClassifier model_dir
 #    the library resumes and warm-starts from (tests/legacy_recorder/canned_parity.py ->
 #    tests/goldens/canned_parity/).
+#  - the checkpoints of model_fns whose Scaffold saver is object-based (a tf.train.Checkpoint,
+#    model_to_estimator's default format): keys, shapes, object-graph attributes
+#    (tests/legacy_recorder/object_checkpoints.py -> tests/goldens/object_checkpoints/).
 # The default test run reads the goldens and never needs the legacy venv.
 #
 # --variant: the legacy stack rounds Eigen's conv kernels differently on another CPU kind, so
@@ -78,5 +81,6 @@ if [ -z "$models" ]; then
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_plain.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_namespaces.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/canned_parity.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/object_checkpoints.py
 fi
 du -sh tests/goldens
