@@ -11,6 +11,7 @@ default strategy and on MirroredStrategy over 2 logical CPUs.
 from __future__ import annotations
 
 import os
+import types
 
 import numpy as np
 import pytest
@@ -53,6 +54,11 @@ def test_checkpoint_holds_legacys_keys_and_object_graph(tmp_path, config, name):
     assert os.path.basename(latest) == LEGACY[name]["checkpoint"]
     assert int(tf.train.load_variable(latest, recorder.STEP_KEYS[name])) == recorder.STEPS
     assert "global_step" not in dict(tf.train.list_variables(latest))
+    # The `.meta` beside it restores it in a TF1 session, under the same keys.
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        tf.compat.v1.train.import_meta_graph(latest + ".meta").restore(session, latest)
+        names = {v.op.name for v in tf.compat.v1.global_variables()}
+    assert names == set(found["keys"]) - {KEY}
 
 
 def _fresh_checkpoint():
@@ -218,8 +224,9 @@ def test_object_saver_restore_names_missing_keys(tmp_path):
 
 def test_only_object_based_savers_are_recognised():
     assert object_based.object_saver(None) is None
-    assert not object_based.is_object_based(object())
-    assert object_based.is_object_based(tf.train.Checkpoint())
+    assert object_based.object_saver(object()) is None
+    named = types.SimpleNamespace(var_list=[tf.Variable(1.)])  # A name-based Saver's list.
+    assert object_based.object_saver(named) is None
     frozen = object_graph.frozen_saveables(tf.train.Checkpoint(a=tf.Variable(1.)))
     assert object_graph.is_frozen_object_graph(frozen)
     assert not object_graph.is_frozen_object_graph([tf.Variable(1.)])

@@ -61,13 +61,6 @@ class ObjectGraphSaver(checkpoints_lib.V1Saver):
         return {OBJECT_GRAPH_KEY: self._object_graph}
 
 
-def is_object_based(saver: Any) -> bool:
-    """Whether a Scaffold's `saver` writes object-based checkpoints (see the module doc)."""
-    if isinstance(saver, tf.train.Checkpoint):
-        return True
-    return _object_graph.is_frozen_object_graph(_saver_var_list(saver))
-
-
 def object_saver(saver: Any) -> ObjectGraphSaver | None:
     """The `ObjectGraphSaver` an object-based Scaffold `saver` stands for; None otherwise.
 
