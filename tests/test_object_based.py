@@ -117,6 +117,24 @@ def test_docs_checkpoint_value_by_object_key(tmp_path, config):
         2 * recorder.STEPS)  # Legacy's train_op adds 2 per step.
 
 
+def test_warm_start_from_an_object_based_model_dir(tmp_path, config):
+    """A name-based model warm-starts from object-based checkpoints through the names their
+    object graph records (legacy's warm start did the same)."""
+    _trained("docs", str(tmp_path / "object"), config)
+
+    def model_fn(features, labels, mode):
+        del features, labels
+        v = tf.compat.v1.get_variable("var", shape=[], initializer=tf.zeros_initializer())
+        step = tf.compat.v1.train.get_or_create_global_step()
+        return tf.estimator.EstimatorSpec(mode, predictions=v, loss=tf.constant(1.),
+                                          train_op=tf.group(v.assign_add(1), step.assign_add(1)))
+
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path / "named"), config=config,
+                                 warm_start_from=str(tmp_path / "object"))
+    est.train(recorder.docs_input_fn, steps=1)
+    assert est.get_variable_value("var") == 2 * recorder.STEPS + 1
+
+
 def test_keras_load_weights_and_evaluate_from_the_estimators_checkpoint(tmp_path):
     """model_to_estimator's default format: Keras `load_weights` reads the checkpoint, and
     evaluate restores it (the loss is the loaded model's)."""
