@@ -259,3 +259,31 @@ def test_a_table_in_the_object_graph_is_refused_by_name():
 def test_object_graph_saver_refuses_an_empty_graph():
     with pytest.raises(ValueError, match="empty object graph"):
         object_based.ObjectGraphSaver({"a": tf.Variable(1.)}, b"")
+
+
+def test_distributed_variables_are_saved_by_value(tmp_path):
+    """On MirroredStrategy a mirrored variable is saved by its value and a sync-on-read one
+    (batch-norm statistics, metrics) by its aggregate, as the name-based saver does."""
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
+    strategy = strategy_lib.mirrored_over(devices)
+    with strategy.scope():
+        mirrored = tf.Variable([1., 2.])
+        on_read = tf.Variable(0., synchronization=tf.VariableSynchronization.ON_READ,
+                              aggregation=tf.VariableAggregation.SUM)
+    strategy.run(lambda: on_read.assign(3.))  # Each replica's copy: 3, the SUM: 6.
+    root = tf.train.Checkpoint(mirrored=mirrored, on_read=on_read)
+    saver = _saver_of(root)
+    assert {key: id(v) for key, v in saver.variables.items()} == {
+        "mirrored/.ATTRIBUTES/VARIABLE_VALUE": id(mirrored),
+        "on_read/.ATTRIBUTES/VARIABLE_VALUE": id(on_read)}
+    with strategy.scope():
+        prefix = saver.save(str(tmp_path / "ckpt"))
+    reader = tf.train.load_checkpoint(prefix)
+    assert reader.get_tensor("on_read/.ATTRIBUTES/VARIABLE_VALUE") == 6.
+    np.testing.assert_array_equal(reader.get_tensor("mirrored/.ATTRIBUTES/VARIABLE_VALUE"),
+                                  [1., 2.])
+    with strategy.scope():
+        mirrored.assign([0., 0.])
+        saver.restore(prefix)
+    np.testing.assert_array_equal(mirrored.numpy(), [1., 2.])
+    assert float(on_read.read_value()) == 6.
