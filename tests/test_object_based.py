@@ -5,7 +5,7 @@ golden (tests/goldens/object_checkpoints/legacy.json) holds the keys, shapes, dt
 object-graph attributes of the checkpoints TF 2.15.1 + tensorflow-estimator 2.15.0 wrote for
 them. Every checkpoint here is read back with TensorFlow's own readers
 (`tf.train.load_checkpoint`, `tf.train.Checkpoint.restore`, Keras `load_weights`), on the
-default strategy and on MirroredStrategy over 2 logical CPUs.
+default strategy and on MirroredStrategy over conftest's logical CPUs.
 """
 
 from __future__ import annotations
@@ -17,23 +17,23 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import legacy_recorder
+from conftest import legacy_recorder, make_strategy
 from tpu_estimator_compat._tf import object_graph
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.checkpoint import object_based
-from tpu_estimator_compat.session import strategy as strategy_lib
 
 recorder, LEGACY = legacy_recorder("object_checkpoints")
 KEY = object_based.OBJECT_GRAPH_KEY
 
 
-@pytest.fixture(params=["default", "mirrored2"])
-def config(request):
-    """The RunConfig of a run on the default strategy or on 2 mirrored logical CPUs."""
-    if request.param == "default":
+@pytest.fixture
+def config(strategy):
+    """The RunConfig of a run on conftest's strategies: the default one, or MirroredStrategy
+    over its logical CPUs (the process-wide instance: one over fewer of the same CPUs would
+    take the same collective group key)."""
+    if strategy is tf.distribute.get_strategy():
         return None
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
-    return tf.estimator.RunConfig(train_distribute=strategy_lib.mirrored_over(devices))
+    return tf.estimator.RunConfig(train_distribute=strategy)
 
 
 def _trained(name: str, model_dir: str, config=None, steps: int = recorder.STEPS):
@@ -42,6 +42,7 @@ def _trained(name: str, model_dir: str, config=None, steps: int = recorder.STEPS
     return est
 
 
+@pytest.mark.slow_cases("mirrored8-checkpoint", "mirrored8-keras")  # 13-14 s each.
 @pytest.mark.parametrize("name", ["checkpoint", "docs", "keras"])
 def test_checkpoint_holds_legacys_keys_and_object_graph(tmp_path, config, name):
     """Each model's checkpoint has legacy's keys (shapes, dtypes), no v1 names, the object
@@ -73,6 +74,7 @@ def _fresh_checkpoint():
     return checkpoint
 
 
+@pytest.mark.slow_cases("mirrored8")
 def test_tf_checkpoint_restores_every_value(tmp_path, config):
     """`tf.train.Checkpoint.restore` of the estimator's checkpoint consumes every value."""
     _trained("checkpoint", str(tmp_path), config)
@@ -90,6 +92,7 @@ def test_tf_checkpoint_restores_every_value(tmp_path, config):
     assert dense_two.bias.numpy()[0] == pytest.approx(-0.01 * recorder.STEPS, abs=2e-3)
 
 
+@pytest.mark.slow_cases("mirrored8")
 def test_train_resumes_and_predict_restores_from_object_checkpoints(tmp_path, config):
     """A second train() restores the object-based checkpoint (the step goes on); predict
     restores one written by a TF2 program's `Checkpoint.save` (two-way compatibility)."""
@@ -264,13 +267,13 @@ def test_object_graph_saver_refuses_an_empty_graph():
 def test_distributed_variables_are_saved_by_value(tmp_path):
     """On MirroredStrategy a mirrored variable is saved by its value and a sync-on-read one
     (batch-norm statistics, metrics) by its aggregate, as the name-based saver does."""
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
-    strategy = strategy_lib.mirrored_over(devices)
+    strategy = make_strategy("mirrored8")
+    replicas = strategy.num_replicas_in_sync
     with strategy.scope():
         mirrored = tf.Variable([1., 2.])
         on_read = tf.Variable(0., synchronization=tf.VariableSynchronization.ON_READ,
                               aggregation=tf.VariableAggregation.SUM)
-    strategy.run(lambda: on_read.assign(3.))  # Each replica's copy: 3, the SUM: 6.
+    strategy.run(lambda: on_read.assign(3.))  # Each replica's copy: 3, the SUM: 3 * replicas.
     root = tf.train.Checkpoint(mirrored=mirrored, on_read=on_read)
     saver = _saver_of(root)
     assert {key: id(v) for key, v in saver.variables.items()} == {
@@ -279,11 +282,11 @@ def test_distributed_variables_are_saved_by_value(tmp_path):
     with strategy.scope():
         prefix = saver.save(str(tmp_path / "ckpt"))
     reader = tf.train.load_checkpoint(prefix)
-    assert reader.get_tensor("on_read/.ATTRIBUTES/VARIABLE_VALUE") == 6.
+    assert reader.get_tensor("on_read/.ATTRIBUTES/VARIABLE_VALUE") == 3. * replicas
     np.testing.assert_array_equal(reader.get_tensor("mirrored/.ATTRIBUTES/VARIABLE_VALUE"),
                                   [1., 2.])
     with strategy.scope():
         mirrored.assign([0., 0.])
         saver.restore(prefix)
     np.testing.assert_array_equal(mirrored.numpy(), [1., 2.])
-    assert float(on_read.read_value()) == 6.
+    assert float(on_read.read_value()) == 3. * replicas
