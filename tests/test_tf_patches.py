@@ -125,6 +125,9 @@ PATCHED_SYMBOLS = {
         ("tensorflow.python.data.ops.multi_device_iterator_ops._PerDeviceGenerator",),
     "global_step_reads.value": ("tensorflow.Variable.value",),
     "global_step_reads.read_value": ("tensorflow.Variable.read_value",),
+    "global_step_reads.assign": ("tensorflow.Variable.assign",),
+    "global_step_reads.assign_add": ("tensorflow.Variable.assign_add",),
+    "global_step_reads.assign_sub": ("tensorflow.Variable.assign_sub",),
     "hub_support.try_get_state_scope": ("tensorflow_hub.module._try_get_state_scope",),
     "hub_support.init_state": ("tensorflow_hub.native_module._ModuleImpl._init_state",),
     "hub_support.create_apply_graph":

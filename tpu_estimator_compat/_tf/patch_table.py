@@ -525,6 +525,19 @@ PATCHES: tuple[Patch, ...] = (
         why="As global_step_reads.value: the other method every read goes through.",
         build="tpu_estimator_compat.step.global_step_reads:redirected_read",
         signature="(self)"),
+    *(Patch(
+        name=f"global_step_reads.{method}",
+        kind=INSTANCE,
+        target=f"tensorflow.Variable.{method}",
+        why="Outside TRAIN the global step does not move: legacy's EVAL and PREDICT "
+            "sessions never ran the train_op that incremented it (`tf.assign_add("
+            "global_step, 1)`, a Checkpoint's `step.assign_add(1)` built in every mode), and "
+            "a traced step runs every write it holds. One variable object's writes all go "
+            "through these methods.",
+        build="tpu_estimator_compat.step.global_step_reads:frozen_write",
+        signature=f"(self, {arg}, use_locking=False, name=None, read_value=True)")
+      for method, arg in (("assign", "value"), ("assign_add", "delta"),
+                          ("assign_sub", "delta"))),
 )
 
 # TensorFlow internals tf-slim 1.1.0 (which serves tf.contrib.layers/framework/metrics/slim)

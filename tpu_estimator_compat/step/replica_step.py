@@ -220,11 +220,13 @@ def _owner_of(model_fn: Any) -> tuple[Any, Callable[[Any], Any] | None]:
 
 
 @contextlib.contextmanager
-def _replica_scope(registry: variables_lib.VariableRegistry,
-                   global_step: tf.Variable) -> Iterator[None]:
+def _replica_scope(registry: variables_lib.VariableRegistry, global_step: tf.Variable,
+                   training: bool = True) -> Iterator[None]:
     """`variables.replica_scope`, in which a TF1 `hub.Module` model_fn builds uses the
-    replica's variables (`contrib/hub.py`)."""
-    with variables_lib.replica_scope(registry, global_step), hub.applied():
+    replica's variables (`contrib/hub.py`); outside TRAIN the global step is not written."""
+    frozen = (global_step_reads.frozen(global_step) if not training
+              else contextlib.nullcontext())
+    with variables_lib.replica_scope(registry, global_step), hub.applied(), frozen:
         yield
 
 
@@ -373,9 +375,7 @@ class TraceRecord:
         default_factory=graph_names.NameTable)
     scaffold_fn: Callable[[], Any] | None = None
     saver: Any = None  # `warm_start._RecordingSaver` of an EstimatorSpec's Scaffold.
-    # That Scaffold's `saver` as model_fn gave it: a recorded Saver, a tf.train.Checkpoint
-    # (object-based checkpoints, `checkpoint/object_based.py`), any object with `restore`.
-    scaffold_saver: Any = None
+    scaffold_saver: Any = None  # Its `saver` as given (`checkpoint/object_based.py`).
     hooks: tuple[Any, ...] = ()
     model_graph: Any = None  # The graph replica 0's model_fn built.
     loss_name: str | None = None  # The name of its spec.loss tensor there.
@@ -519,7 +519,7 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
     """
 
     def eval_step(features: Any, labels: Any, mask: Any = None) -> dict[str, Any]:
-        with _replica_scope(registry, global_step):
+        with _replica_scope(registry, global_step, training=False):
             with _names_taken() as names:
                 spec = caller(features, labels, ModeKeys.EVAL, batch_size)
             record.observe_names(names.table)
@@ -688,7 +688,7 @@ def make_predict_step(caller: ModelFnCaller, registry: variables_lib.VariableReg
     """Returns `step(features, labels) -> {predictions[, hook_tensors]}` for PREDICT."""
 
     def predict_step(features: Any, labels: Any) -> dict[str, Any]:
-        with _replica_scope(registry, global_step):
+        with _replica_scope(registry, global_step, training=False):
             spec = caller(features, labels, ModeKeys.PREDICT, batch_size)
             record.observe(spec, ModeKeys.PREDICT)
             record.observe_graph(spec)
