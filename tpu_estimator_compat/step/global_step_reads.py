@@ -32,7 +32,9 @@ operators, `read_value()`), and only in the thread and graph of an active
 `step_start_reads`. Host code, checkpoints, eval and predict read the variable as usual.
 
 The redirect is `_tf_patches`' per-object patches `global_step_reads.value`/`.read_value`;
-this module builds the replacement reads. It knows nothing of models, specs, loops or
+this module builds the replacement reads. Outside TRAIN (`frozen`, around an EVAL or PREDICT
+model_fn) the global step's writes (`global_step_reads.assign*`) do nothing in the trace:
+legacy never ran there the train_op that incremented it, and a traced step runs every write. It knows nothing of models, specs, loops or
 strategies beyond the variable it is given, nor how a patch is installed.
 """
 
