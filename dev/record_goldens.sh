@@ -38,6 +38,9 @@
 #    2 logical CPUs via RunConfig(train_distribute=...), each recorded twice (run_to_run)
 #    (tests/legacy_recorder/{estimator_mirrored,keras_to_estimator,canned_mirrored}.py ->
 #    tests/goldens/{estimator_mirrored,keras_to_estimator,canned_mirrored}/).
+#  - the checkpoints of model_fns whose Scaffold saver is object-based (a tf.train.Checkpoint,
+#    model_to_estimator's default format): keys, shapes, object-graph attributes
+#    (tests/legacy_recorder/object_checkpoints.py -> tests/goldens/object_checkpoints/).
 # The default test run reads the goldens and never needs the legacy venv.
 #
 # --variant: the legacy stack rounds Eigen's conv kernels differently on another CPU kind, so
@@ -85,5 +88,6 @@ if [ -z "$models" ]; then
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/estimator_mirrored.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/keras_to_estimator.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/canned_mirrored.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/object_checkpoints.py
 fi
 du -sh tests/goldens

@@ -55,3 +55,56 @@ def test_reads_outside_an_active_step_are_untouched(strategy):
 
     assert int(read_after_increment()) == 6
     assert int(step.read_value()) == 6 and int(tf.convert_to_tensor(step)) == 6
+
+
+def test_frozen_writes_do_nothing_in_the_trace_and_stay_eager(strategy):
+    """EVAL/PREDICT (`frozen`): `assign*` of the global step in a traced replica step neither
+    writes nor fails; eager writes and other variables' writes still apply."""
+    step = _step_variable(strategy)
+    with strategy.scope():
+        other = tf.Variable(0, dtype=tf.int64,
+                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    def replica_fn():
+        with global_step_reads.frozen(step):
+            read = step.assign_add(1)
+            step.assign(9, read_value=False)
+            step.assign_sub(2)
+            other.assign_add(1)
+            return tf.identity(read)
+
+    @tf.function
+    def run():
+        return strategy.run(replica_fn)
+
+    values = strategy.experimental_local_results(run())
+    assert [int(v) for v in values] == [5] * strategy.num_replicas_in_sync
+    assert int(step.numpy()) == 5 and int(other.numpy()) == 1
+    with global_step_reads.frozen(step):
+        step.assign_add(1)  # Eager (the host): a real write.
+    assert int(step.numpy()) == 6
+
+
+def test_evaluate_and_predict_do_not_move_the_global_step(tmp_path):
+    """A train_op built in every mode (`tf.assign_add(global_step, 1)`, estimator_test's
+    idiom) never ran outside TRAIN on legacy: predictions and metrics read the restored step."""
+    v1 = tf.compat.v1
+
+    def model_fn(features, labels, mode):
+        del labels
+        step = v1.train.get_global_step()
+        predictions = tf.zeros_like(features, tf.int64) + step
+        return tf.estimator.EstimatorSpec(
+            mode, predictions=predictions, loss=tf.constant(0.),
+            train_op=v1.assign_add(step, 1),
+            eval_metric_ops={"step": v1.metrics.mean(step)})
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(([1., 2., 3., 4.], [0, 0, 0, 0])).batch(2)
+
+    import tpu_estimator_compat
+    tpu_estimator_compat.install_aliases()
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(input_fn, steps=2)
+    assert [int(p) for p in est.predict(input_fn)] == [2, 2, 2, 2]
+    assert est.evaluate(input_fn) == {"step": 2.0, "loss": 0.0, "global_step": 2}

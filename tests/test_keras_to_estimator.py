@@ -26,15 +26,7 @@ def _equal(got, want, what):
     assert_legacy_equal(got, want, GOLDEN, err_msg=what)
 
 
-@pytest.mark.parametrize("checkpoint_format", [
-    "saver",
-    pytest.param("checkpoint", marks=pytest.mark.xfail(
-        strict=True, raises=ValueError,
-        reason="object-based checkpoints: model_to_estimator's Scaffold Saver names the Keras "
-               "object graph's keys (`layer_with_weights-0/kernel/.ATTRIBUTES/...`), which "
-               "this library's name-based checkpoints do not hold, so evaluate() cannot "
-               "restore (migration_guide/estimator.md, 'Not yet')")),
-])
+@pytest.mark.parametrize("checkpoint_format", ["saver", "checkpoint"])
 def test_model_to_estimator_matches_legacy(tmp_path, checkpoint_format):
     assert all(d["max_abs"] == 0.0
                for d in GOLDEN["run_to_run"][checkpoint_format].values())

@@ -123,26 +123,11 @@ def test_guarded_import_is_reported_but_does_not_block(tmp_path):
     ("s = EstimatorSpec(mode, loss=l, eval_metric_ops=m)\n", "eval_metric_ops", "limit"),
     ("s = Scaffold(init_fn=f)\n", "scaffold_init_fn", "limit"),
     ("c = TPUConfig(iterations_per_loop='30s')\n", "iterations_per_loop_seconds", "limit"),
-    ("s = Scaffold(saver=tf.train.Checkpoint(v=v))\n", "object_checkpoints", "limit"),
-    ("c = tf.train.Checkpoint(v=v)\ns = tf1.train.Scaffold(saver=c)\n", "object_checkpoints",
-     "limit"),
-    ("e = tf.keras.estimator.model_to_estimator(keras_model=m)\n", "object_checkpoints",
-     "limit"),
 ])
 def test_run_semantics(tmp_path, source, key, status):
     _, f, result = _uses(tmp_path, source)
     assert key in f.semantics
     assert result.semantic_status(key) == status
-
-
-@pytest.mark.parametrize("source", [
-    "s = Scaffold(saver=tf1.train.Saver())\n",
-    "c = tf1.train.Saver()\ns = Scaffold(saver=c)\n",
-    "e = model_to_estimator(keras_model=m, checkpoint_format='saver')\n",
-])
-def test_name_based_savers_are_no_object_checkpoint_limit(tmp_path, source):
-    _, f, _ = _uses(tmp_path, "import tensorflow as tf\n" + source)
-    assert "object_checkpoints" not in f.semantics
 
 
 def test_session_inside_a_graph_scope_is_no_limit(tmp_path):

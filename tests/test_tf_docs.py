@@ -56,6 +56,19 @@ EXPECTED = {
     "migrate_early_stopping": [r"^\(\{'loss': [0-9.e-]+, 'global_step': [0-9]+\}, \[\]\)$"],
     "migrate_canned_estimators": [
         r"^\{'accuracy': 0\.[0-9]+, 'accuracy_baseline': .*'global_step': 20\}$"],
+    # Object-based checkpoints through a Scaffold's saver (checkpoint/object_based.py).
+    "migrate_migrating_checkpoints": [
+        r"^  \(key='var_list/var/\.ATTRIBUTES/VARIABLE_VALUE', shape=\[\], dtype=float32, "
+        r"value=4\.0\)$",
+        r"^  \(key='step/\.ATTRIBUTES/VARIABLE_VALUE', shape=\[\], dtype=int64, value=1\)$",
+        r"^  \(key='_CHECKPOINTABLE_OBJECT_GRAPH', shape=\[\], dtype=string, value=b"],
+    "tutorial_keras_model_to_estimator": [
+        r"^Eval result: \{'loss': [0-9.e-]+, 'global_step': 500\}$"],
+    # The MobileNetV2 model_to_estimator's evaluate, the object-based checkpoint's step
+    # restored by tf.train.Checkpoint, the last evaluate.
+    "guide_estimator": [r"^\{'accuracy': 0\.[0-9]+, 'loss': [0-9.e-]+, 'global_step': 2\}$",
+                        r"^10$",
+                        r"^\{'average_loss': [0-9.e-]+, .*'global_step': 10\}$"],
 }
 
 # The docs' `x_train['sex'].replace(..., inplace=True)` changes x_train only before pandas 3

@@ -43,6 +43,8 @@ PATCHED_SYMBOLS = {
         ("tensorflow.compat.v1.train.Optimizer.apply_gradients",),
     "optimizer_apply.inference_keras_apply_gradients":
         ("tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.apply_gradients",),
+    "optimizer_apply.inference_keras_v2_apply_gradients":
+        ("tf_keras.src.optimizers.optimizer.Optimizer.apply_gradients",),
     "optimizer_apply.keras_iterations_retrace":
         ("tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.iterations",),
     "keras_env.executing_eagerly_outside_functions":
@@ -126,6 +128,9 @@ PATCHED_SYMBOLS = {
         ("tensorflow.python.data.ops.multi_device_iterator_ops._PerDeviceGenerator",),
     "global_step_reads.value": ("tensorflow.Variable.value",),
     "global_step_reads.read_value": ("tensorflow.Variable.read_value",),
+    "global_step_reads.assign": ("tensorflow.Variable.assign",),
+    "global_step_reads.assign_add": ("tensorflow.Variable.assign_add",),
+    "global_step_reads.assign_sub": ("tensorflow.Variable.assign_sub",),
     "hub_support.try_get_state_scope": ("tensorflow_hub.module._try_get_state_scope",),
     "hub_support.init_state": ("tensorflow_hub.native_module._ModuleImpl._init_state",),
     "hub_support.create_apply_graph":
@@ -162,6 +167,7 @@ _SCOPED_ARGS = {
     "warm_start.Saver": lambda: (),
     "optimizer_apply.inference_apply_gradients": lambda: (),
     "optimizer_apply.inference_keras_apply_gradients": lambda: (),
+    "optimizer_apply.inference_keras_v2_apply_gradients": lambda: (),
     "hooks.Saver": lambda: (),
     "hooks.global_step_read": lambda: (),
     "inputs.iterator_get_next": lambda: ([],),
@@ -172,7 +178,8 @@ _SCOPED_ARGS = {
 }
 
 _SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py",
-                 "_tf/device_iterators.py", "_tf/estimator_seam.py", "_tf/random_streams.py")
+                 "_tf/device_iterators.py", "_tf/estimator_seam.py", "_tf/random_streams.py",
+                 "_tf/object_graph.py", "_tf/strategies.py")
 
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {

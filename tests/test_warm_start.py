@@ -477,3 +477,26 @@ def test_float_steps_train_up_to_legacy_s_stop_step(tmp_path):
     est.train(lambda: input_fn().repeat(), steps=2.5)
     assert est.get_variable_value("global_step") == 3
     assert est.evaluate(input_fn, steps=0.5)["global_step"] == 3
+
+
+def test_recorded_saver_describes_itself_and_restores_on_the_host(tmp_path):
+    """A Saver model_fn builds is recorded (`warm_start.Saver`): code that reads its
+    `saver_def` or calls `restore(sess, path)` (estimator_test's `Mock(wraps=Saver(),
+    saver_def=...)`, which evaluate then restores through) gets what a TF1 Saver gave."""
+    from unittest import mock
+
+    from tpu_estimator_compat.checkpoint import checkpoints, warm_start
+
+    kept = tf.Variable([1., 2.])
+    prefix = checkpoints.V1Saver({"w": kept}).save(str(tmp_path / "ckpt"))
+    kept.assign([0., 0.])
+    saver = warm_start.recording_saver(None)(var_list={"w": kept}, max_to_keep=3,
+                                             sharded=True)
+    assert saver.saver_def.max_to_keep == 3
+    assert saver.saver_def.sharded and saver.saver_def.version == v1.train.SaverDef.V2
+    wrapped = mock.Mock(wraps=saver, saver_def=saver.saver_def)
+    assert warm_start.is_saver_like(wrapped)
+    assert not warm_start.is_saver_like(saver) and not warm_start.is_saver_like(None)
+    wrapped.restore(None, prefix)
+    assert wrapped.restore.called
+    np.testing.assert_array_equal(kept.numpy(), [1., 2.])

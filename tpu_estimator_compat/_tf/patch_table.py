@@ -152,6 +152,20 @@ PATCHES: tuple[Patch, ...] = (
         build="tpu_estimator_compat.step.optimizer_apply:inference_keras_apply_gradients",
         signature="(self, grads_and_vars, name=None, experimental_aggregate_gradients=True)"),
     Patch(
+        name="optimizer_apply.inference_keras_v2_apply_gradients",
+        kind=SCOPED,
+        target="tf_keras.src.optimizers.optimizer.Optimizer.apply_gradients",
+        package="tf_keras",
+        why="The same as optimizer_apply.inference_apply_gradients, for tf_keras's current "
+            "optimizer (`tf.keras.optimizers.Adam`, which model_fns pair with "
+            "`tf.GradientTape`: tensorflow-estimator's object_checkpointing_test). Its "
+            "update would move the variables an evaluation or prediction reads. Every "
+            "optimizer class of that family inherits this method; no public API keeps it "
+            "out of a trace.",
+        build="tpu_estimator_compat.step.optimizer_apply:inference_keras_v2_apply_gradients",
+        signature="(self, grads_and_vars, name=None, skip_gradients_aggregation=False, "
+                  "**kwargs)"),
+    Patch(
         name="optimizer_apply.keras_iterations_retrace",
         target="tf_keras.src.optimizers.legacy.optimizer_v2.OptimizerV2.iterations",
         package="tf_keras",
@@ -534,6 +548,19 @@ PATCHES: tuple[Patch, ...] = (
         why="As global_step_reads.value: the other method every read goes through.",
         build="tpu_estimator_compat.step.global_step_reads:redirected_read",
         signature="(self)"),
+    *(Patch(
+        name=f"global_step_reads.{method}",
+        kind=INSTANCE,
+        target=f"tensorflow.Variable.{method}",
+        why="Outside TRAIN the global step does not move: legacy's EVAL and PREDICT "
+            "sessions never ran the train_op that incremented it (`tf.assign_add("
+            "global_step, 1)`, a Checkpoint's `step.assign_add(1)` built in every mode), and "
+            "a traced step runs every write it holds. One variable object's writes all go "
+            "through these methods.",
+        build="tpu_estimator_compat.step.global_step_reads:frozen_write",
+        signature=f"(self, {arg}, use_locking=False, name=None, read_value=True)")
+      for method, arg in (("assign", "value"), ("assign_add", "delta"),
+                          ("assign_sub", "delta"))),
 )
 
 # TensorFlow internals tf-slim 1.1.0 (which serves tf.contrib.layers/framework/metrics/slim)

@@ -189,8 +189,9 @@ class V1Saver:
         Returns:
             `prefix`, for symmetry with `tf.compat.v1.train.Saver.save`.
         """
-        names = list(self._variables)
-        values = self.read_values()
+        constants = self._constants()
+        names = list(self._variables) + list(constants)
+        values = self.read_values() + [tf.constant(v) for v in constants.values()]
         parent = os.path.dirname(prefix)
         if parent:
             tf.io.gfile.makedirs(parent)
@@ -199,6 +200,10 @@ class V1Saver:
                               shape_and_slices=[_FULL_TENSOR] * len(names), tensors=values)
         logging.info("Saved %d variables to %s", len(names), prefix)
         return prefix
+
+    def _constants(self) -> dict[str, Any]:
+        """Fixed tensors written after the variables (an object graph), never restored."""
+        return {}
 
     def read_values(self) -> list[tf.Tensor]:
         """The values `save` writes, in name order, without writing them.

@@ -217,16 +217,42 @@ class _RecordingSaver:
 
     Keeps `var_list` and the retention arguments (`max_to_keep`,
     `keep_checkpoint_every_n_hours`, positional or not), and builds no ops: inside a traced
-    step a real Saver's restore ops would run at every step.
+    step a real Saver's restore ops would run at every step. Without a `var_list` it keeps
+    the global variables that exist when it is made, the list a TF1 Saver built over.
+    `saver_def` and `restore(sess, save_path)` serve code that reads a Saver's description
+    or wraps the Saver (estimator_test's `Mock(wraps=Saver(), saver_def=...)`).
     """
 
     def __init__(self, var_list: Any = None, reshape: bool = False, sharded: bool = False,
                  max_to_keep: int | None = 5, keep_checkpoint_every_n_hours: float = 10000.0,
                  *args: Any, **kwargs: Any) -> None:
-        del reshape, sharded, args, kwargs
+        del reshape, args, kwargs
         self.var_list = var_list
         self.max_to_keep = max_to_keep
         self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
+        self.sharded = bool(sharded)
+        self._built_over = (list(tf.compat.v1.global_variables()) if var_list is None
+                            else None)
+
+    @property
+    def saver_def(self) -> Any:
+        """The `SaverDef` fields this Saver has without a graph: retention and format."""
+        return tf.compat.v1.train.SaverDef(
+            max_to_keep=self.max_to_keep or 0,
+            keep_checkpoint_every_n_hours=self.keep_checkpoint_every_n_hours,
+            sharded=self.sharded, version=tf.compat.v1.train.SaverDef.V2)
+
+    def restore(self, sess: Any, save_path: str) -> None:
+        """Restores its variables from `save_path` on the host; `sess` is unused (None)."""
+        del sess  # There is no TF1 session: the variables are assigned eagerly.
+        restore_through_map(save_path, saver_var_map(
+            self.var_list if self.var_list is not None else self._built_over))
+
+
+def is_saver_like(saver: Any) -> bool:
+    """A Scaffold `saver` that is neither recorded here nor object-based, with `restore`."""
+    return (saver is not None and not isinstance(saver, (_RecordingSaver, tf.train.Checkpoint))
+            and callable(getattr(saver, "restore", None)))
 
 
 def recorded_saver(scaffold: Any) -> _RecordingSaver | None:

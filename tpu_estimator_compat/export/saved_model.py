@@ -37,6 +37,8 @@ from typing import Any, Callable, Mapping
 import tensorflow as tf
 
 from tpu_estimator_compat import log as logging
+from tpu_estimator_compat._tf import object_graph as _object_graph
+from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.export import serving
 from tpu_estimator_compat import spec as spec_lib
 # The `tf.estimator.export` names live in serving.py; they are re-exported here because legacy
@@ -248,6 +250,11 @@ def _add_meta_graph(builder: Any, call_model_fn: Callable[[Any, Any, str], Any],
         # This saver restores now and is stored in the SavedModel, so a custom Scaffold saver
         # is what serving restores with too.
         saver = scaffold.saver or tf.compat.v1.train.Saver(sharded=True)
+        if isinstance(saver, tf.train.Checkpoint):
+            # Legacy's Scaffold.finalize: the Checkpoint's object graph frozen into a Saver,
+            # so the SavedModel's variables keep their object-graph keys.
+            saver = _tf_private.v1_saver_class()(
+                var_list=_object_graph.frozen_saveables(saver), sharded=True)
         if not isinstance(saver, tf.compat.v1.train.Saver):
             raise TypeError(
                     "Scaffold.saver must be a tf.compat.v1.train.Saver for export, received "

@@ -44,7 +44,7 @@ _EAGER_OFF = frozenset(("disable_v2_behavior", "disable_eager_execution"))
 _SESSION_NAMES = frozenset(("Session", "InteractiveSession"))
 # Text without any of these holds no legacy name and no run semantic of its own.
 SIGNS = ("tensorflow", "disable_v2_behavior", "disable_eager_execution", "init_fn",
-         "iterations_per_loop", "model_to_estimator", "saver") + tuple(_SEMANTIC_KEYWORDS)
+         "iterations_per_loop") + tuple(_SEMANTIC_KEYWORDS)
 _IMPORT_ERRORS = frozenset(("ImportError", "ModuleNotFoundError", "AttributeError", "Exception",
                             "BaseException"))
 
@@ -75,9 +75,6 @@ class Facts:
     eager_calls: list[tuple[str, tuple[str, ...], int]] = dataclasses.field(
         default_factory=list)
     top_level: set[str] = dataclasses.field(default_factory=set)  # Names bound by imports.
-    # Names assigned a `...Checkpoint(...)` call, and `Scaffold(saver=<name>)`: (name, line).
-    checkpoint_names: set[str] = dataclasses.field(default_factory=set)
-    scaffold_savers: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     # The names whose chains were recorded (`read_facts`): a file's TensorFlow imports and
     # the names it was told of; a chain on any other name is not in `chains`.
     names: frozenset[str] = frozenset()
@@ -149,10 +146,6 @@ def _call(facts: Facts, node: ast.Call) -> None:
             facts.eager_calls.append((getattr(base, "id", ""), tuple(parts), node.lineno))
         else:
             facts.eager_calls.append((name, (), node.lineno))
-    if name == "model_to_estimator" and not any(
-            k.arg == "checkpoint_format" and isinstance(k.value, ast.Constant)
-            and k.value.value == "saver" for k in node.keywords):
-        facts.semantics.append(("object_checkpoints", node.lineno))
     for keyword in node.keywords:
         arg = keyword.arg or ""
         key = _SEMANTIC_KEYWORDS.get(arg)
@@ -160,22 +153,9 @@ def _call(facts: Facts, node: ast.Call) -> None:
             facts.semantics.append((key, node.lineno))
         elif arg == "init_fn" and name == "Scaffold":
             facts.semantics.append(("scaffold_init_fn", node.lineno))
-        elif arg == "saver" and name == "Scaffold":
-            if _calls(keyword.value, "Checkpoint"):
-                facts.semantics.append(("object_checkpoints", node.lineno))
-            elif isinstance(keyword.value, ast.Name):
-                facts.scaffold_savers.append((keyword.value.id, node.lineno))
         elif (arg == "iterations_per_loop" and isinstance(keyword.value, ast.Constant)
               and isinstance(keyword.value.value, str)):
             facts.semantics.append(("iterations_per_loop_seconds", node.lineno))
-
-
-def _calls(node: ast.AST, name: str) -> bool:
-    """Whether `node` is a call of a function or attribute named `name`."""
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == name
 
 
 def _graph_scope(node: ast.With) -> bool:
@@ -214,9 +194,9 @@ def _node_fields() -> dict[type, tuple[str, ...]]:
 
 _FIELDS = _node_fields()
 _FORWARD_FIELDS = {kind: fields[::-1] for kind, fields in _FIELDS.items()}
-# Words a leaf must contain to hold a run semantic (`_call`, `Checkpoint` assignments).
+# Words a leaf must contain to hold a run semantic (`_call`).
 _SEMANTIC_WORDS = tuple(_EAGER_OFF) + tuple(_SEMANTIC_KEYWORDS) + (
-    "model_to_estimator", "Scaffold", "Checkpoint", "iterations_per_loop")
+    "Scaffold", "iterations_per_loop")
 
 
 def _read_statements(facts: Facts, tree: ast.Module) -> list[tuple[ast.AST, bool]]:
@@ -270,7 +250,7 @@ def _read_leaves(facts: Facts, leaves: list[tuple[ast.AST, bool]], marks: bytear
     """The chains on `facts.names` and the run semantics in the leaves, in source order;
     with `marks` (the lines holding a word), the leaves whose lines hold none are skipped."""
     names, chains = facts.names, facts.chains
-    attribute, name_, load, call, assign = ast.Attribute, ast.Name, ast.Load, ast.Call, ast.Assign
+    attribute, name_, load, call = ast.Attribute, ast.Name, ast.Load, ast.Call
     fields_of = _FIELDS
     stack: list = []
     pop, push, extend = stack.pop, stack.append, stack.extend
@@ -299,9 +279,6 @@ def _read_leaves(facts: Facts, leaves: list[tuple[ast.AST, bool]], marks: bytear
             elif kind in fields_of:  # Else a constant, an operator or a name string.
                 if kind is call:
                     _call(facts, node)
-                elif kind is assign and _calls(node.value, "Checkpoint"):
-                    facts.checkpoint_names.update(t.id for t in node.targets
-                                                  if type(t) is name_)
                 for field in fields_of[kind]:
                     value = getattr(node, field)
                     if type(value) is list:
@@ -366,8 +343,6 @@ def read_cells(cells: list[tuple[ast.Module, str | None]], names: Iterable[str] 
         facts.names = frozen
         marks = None if source is None else _marks(source, tuple(frozen) + _SEMANTIC_WORDS)
         _read_leaves(facts, leaves, marks)
-        facts.semantics.extend(("object_checkpoints", line) for name, line
-                               in facts.scaffold_savers if name in facts.checkpoint_names)
     return [facts for facts, _, _ in started]
 
 

@@ -33,13 +33,6 @@ SEMANTICS: dict[str, tuple[str, str]] = {
     "scaffold_init_fn": (LIMIT, (
         "`Scaffold(init_fn=...)` needs a TF1 session and is refused: use "
         "`init_from_checkpoint` or `warm_start_from`. migration_guide/features.md")),
-    "object_checkpoints": (LIMIT, (
-        "Object-based checkpoints through the Scaffold's saver (`Scaffold(saver="
-        "tf.train.Checkpoint(...))`, or `model_to_estimator` with its default "
-        "`checkpoint_format='checkpoint'`): checkpoints are written under the variables' v1 "
-        "names, so the object-graph keys that saver names are missing when it restores or "
-        "exports (model_to_estimator: pass `checkpoint_format='saver'`). "
-        "migration_guide/estimator.md#not-yet")),
     "iterations_per_loop_seconds": (LIMIT, (
         "`iterations_per_loop` in seconds ('30s') parses but `train()` refuses it: loops are "
         "step-counted. migration_guide/features.md")),

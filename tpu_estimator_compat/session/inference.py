@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from tpu_estimator_compat.summary import background as background_lib
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
+from tpu_estimator_compat.checkpoint import object_based
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.v1_state import graph_names
 from tpu_estimator_compat.loop import hooks as hooks_lib
@@ -397,11 +398,18 @@ def _restore(runtime: runtime_lib.Runtime, record: replica_step.TraceRecord,
         with runtime.registry.in_collections():
             saver_map = warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan,
                                                        allow_saver=True)
-    if saver_map is None and record.saver is not None:
+    object_saver = object_based.object_saver(record.scaffold_saver)
+    if saver_map is None and record.saver is not None and object_saver is None:
         # An EstimatorSpec's `Scaffold(saver=Saver(var_list))` (legacy's CPU path).
         saver_map = warm_start_lib.saver_var_map(record.saver.var_list or [])
     if checkpoint is not None and saver_map:
         warm_start_lib.restore_through_map(checkpoint, saver_map)
+    elif checkpoint is not None and object_saver is not None:
+        object_saver.restore(checkpoint)  # By the object-graph keys legacy's Saver froze.
+    elif checkpoint is not None and warm_start_lib.is_saver_like(record.scaffold_saver):
+        # Another object as the Scaffold's saver: legacy's session manager called its
+        # `restore(sess, path)`; there is no TF1 session here.
+        record.scaffold_saver.restore(None, checkpoint)
     elif checkpoint is not None:
         checkpoints_lib.V1Saver(runtime.registry.by_name(),
                                 runtime.registry.optional_names()).restore(checkpoint)

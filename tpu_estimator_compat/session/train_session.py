@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
+from tpu_estimator_compat.checkpoint import object_based
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
 from tpu_estimator_compat.inputs import context as context_lib
@@ -89,11 +90,8 @@ class TrainSession:
         if ps:
             parameter_servers.log_placement(runtime.registry.by_name())
         with self._compiling(train_loop, iterator):
-            if self._checkpoints().restore_latest() is None:
-                self._initialize_from_elsewhere(record, init_plan)
-                if steps is not None:  # (A restored step is the one `target` counted from.)
-                    target = self._read_step() + steps
-            policy = self._save_policy(hook_runner, saving_listeners, record.saver)
+            checkpoints, target = self._restore_or_initialize(record, init_plan, target, steps)
+            policy = self._save_policy(hook_runner, saving_listeners, checkpoints)
             step = self._read_step()
             policy.begin(step)  # Legacy's session start: the checkpoint of the first step.
         hook_runner.begin(step)
@@ -130,6 +128,19 @@ class TrainSession:
             iterator = None  # (Also what run_steps and fetch_tensors see.)
         logging.legacy_info("Loss for final step: %s.", driver.last_loss)
         return preemption.outcome_of(agreed)
+
+    def _restore_or_initialize(self, record: replica_step.TraceRecord,
+                               init_plan: warm_start_lib.InitPlan, target: int | None,
+                               steps: int | None
+                               ) -> tuple[checkpoints_lib.CheckpointManager, int | None]:
+        """Restores model_dir's latest checkpoint, else initialises the fresh model from
+        elsewhere; returns model_dir's checkpoints and the step to train to."""
+        checkpoints = self._checkpoints(record)
+        if checkpoints.restore_latest() is None:
+            self._initialize_from_elsewhere(record, init_plan)
+            if steps is not None:  # (A restored step is the one `target` counted from.)
+                target = self._read_step() + steps
+        return checkpoints, target
 
     def _driver(self, run_steps: Callable[[int], loop_lib.LoopResult],
                 policy: save_policy_lib.SavePolicy, listeners: Sequence[Any]
@@ -195,20 +206,29 @@ class TrainSession:
             batch_axis=settings.batch_axis)
         return inputs_lib.iterate(source.dataset, runtime.device_generators), source
 
-    def _checkpoints(self, scaffold_saver: Any = None) -> checkpoints_lib.CheckpointManager:
+    def _checkpoints(self, record: replica_step.TraceRecord | None = None
+                     ) -> checkpoints_lib.CheckpointManager:
         """model_dir's checkpoints, written by the chief, as RunConfig's keep_* settings say,
-        or as the Saver of model_fn's Scaffold says (`scaffold_saver`, a recorded
-        `Saver(max_to_keep=..., keep_checkpoint_every_n_hours=...)`), as legacy's saver hook
-        used the Scaffold's Saver."""
+        or as the Saver of model_fn's Scaffold says, as legacy's saver hook used it: a
+        recorded `Saver(max_to_keep=..., keep_checkpoint_every_n_hours=...)` sets the
+        retention; an object-based one (a `tf.train.Checkpoint`, keras_lib's frozen Saver)
+        also the keys and the object graph the files hold (`checkpoint/object_based.py`)."""
         settings, runtime = self._settings, self._runtime
-        saver = checkpoints_lib.V1Saver(runtime.registry.by_name(),
-                                        runtime.registry.optional_names())
+        scaffold_saver = record.saver if record is not None else None
         keep_max = settings.config.keep_checkpoint_max
         keep_hours = settings.config.keep_checkpoint_every_n_hours
+        saver = object_based.object_saver(record.scaffold_saver if record is not None else None)
+        if saver is None:
+            saver = checkpoints_lib.V1Saver(runtime.registry.by_name(),
+                                            runtime.registry.optional_names())
+        elif scaffold_saver is None:  # A tf.train.Checkpoint: legacy froze it into a Saver.
+            keep_max = object_based.OBJECT_SAVER_MAX_TO_KEEP
+            keep_hours = object_based.OBJECT_SAVER_KEEP_HOURS
         if scaffold_saver is not None:
             keep_max = scaffold_saver.max_to_keep
             keep_hours = scaffold_saver.keep_checkpoint_every_n_hours
-            if scaffold_saver.var_list is not None:
+            if scaffold_saver.var_list is not None and not isinstance(
+                    saver, object_based.ObjectGraphSaver):
                 logging.warning("model_fn's Scaffold Saver lists a var_list; checkpoints hold "
                                 "every variable (its max_to_keep=%s is used).", keep_max)
         return checkpoints_lib.CheckpointManager(
@@ -242,10 +262,11 @@ class TrainSession:
 
     def _save_policy(self, hook_runner: hooks_lib.HookRunner,
                      saving_listeners: Sequence[Any] | None,
-                     scaffold_saver: Any = None) -> save_policy_lib.SavePolicy:
+                     checkpoints: checkpoints_lib.CheckpointManager
+                     ) -> save_policy_lib.SavePolicy:
         """Legacy: a CheckpointSaverHook among the hooks replaces the default saver hook,
-        and the default one saved with the Saver of model_fn's Scaffold when it had one
-        (`Scaffold(saver=Saver(max_to_keep=...))`: its retention)."""
+        and the default one (`checkpoints`) saved with the Saver of model_fn's Scaffold when
+        it had one (`Scaffold(saver=Saver(max_to_keep=...))`: its retention)."""
         settings, runtime = self._settings, self._runtime
         listeners = list(saving_listeners or ())
         custom = hook_runner.checkpoint_hooks()
@@ -266,7 +287,7 @@ class TrainSession:
                     "checkpoints (save_checkpoints_steps and save_checkpoints_secs are None) "
                     "and no hook is a CheckpointSaverHook. Please set one of the "
                     "RunConfig.save_checkpoints_steps or RunConfig.save_checkpoints_secs.")
-            writer = self._checkpoints(scaffold_saver)
+            writer = checkpoints
             save_steps = settings.config.save_checkpoints_steps
             save_secs = settings.config.save_checkpoints_secs
         # On a cluster the chief decides when to save, and only its listeners hear of it

@@ -32,7 +32,9 @@ operators, `read_value()`), and only in the thread and graph of an active
 `step_start_reads`. Host code, checkpoints, eval and predict read the variable as usual.
 
 The redirect is `_tf_patches`' per-object patches `global_step_reads.value`/`.read_value`;
-this module builds the replacement reads. It knows nothing of models, specs, loops or
+this module builds the replacement reads. Outside TRAIN (`frozen`, around an EVAL or PREDICT
+model_fn) the global step's writes (`global_step_reads.assign*`) do nothing in the trace:
+legacy never ran there the train_op that incremented it, and a traced step runs every write. It knows nothing of models, specs, loops or
 strategies beyond the variable it is given, nor how a patch is installed.
 """
 
@@ -95,6 +97,48 @@ def step_start_reads(variable: tf.Variable) -> Iterator[tf.Tensor]:
             frames.pop(key, None)
         else:
             frames[key] = previous
+
+
+@contextlib.contextmanager
+def frozen(variable: tf.Variable) -> Iterator[None]:
+    """Inside (an EVAL or PREDICT model_fn): writes of `variable` in this thread's traced
+    graphs do nothing; `assign*` returns its value (or a no-op with `read_value=False`)."""
+    targets = [variable, *(getattr(variable, "values", None) or ())]
+    for target in targets:
+        for patch in ("global_step_reads.assign", "global_step_reads.assign_add",
+                      "global_step_reads.assign_sub"):
+            _tf_patches.install_on(patch, target, id(variable))
+    keys = _frozen()
+    added = id(variable) not in keys
+    keys.add(id(variable))
+    try:
+        yield
+    finally:
+        if added:
+            keys.discard(id(variable))
+
+
+def _frozen() -> set[int]:
+    keys = getattr(_ACTIVE, "frozen", None)
+    if keys is None:
+        keys = _ACTIVE.frozen = set()
+    return keys
+
+
+def frozen_write(original: Callable[..., Any], key: int) -> Callable[..., Any]:
+    """`original` (a bound `assign`/`assign_add`/`assign_sub`), a no-op while `frozen`."""
+
+    def write(value: Any, use_locking: Any = None, name: Any = None,
+              read_value: bool = True) -> Any:
+        if key not in _frozen() or tf.executing_eagerly():
+            return original(value, use_locking=use_locking, name=name, read_value=read_value)
+        del value, use_locking
+        variable = getattr(original, "__self__", None)
+        if not read_value or variable is None:
+            return tf.no_op(name=name or "global_step_not_written")
+        return variable.read_value()
+
+    return write
 
 
 def _frames() -> dict[int, _Frame]:

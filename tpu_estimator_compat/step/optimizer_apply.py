@@ -433,6 +433,21 @@ def inference_keras_apply_gradients(original: Callable[..., Any]) -> Callable[..
     return apply_gradients
 
 
+def inference_keras_v2_apply_gradients(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Builds the `Optimizer.apply_gradients` of patch
+    `optimizer_apply.inference_keras_v2_apply_gradients`: tf_keras's current optimizer makes
+    no update and no step increment while an EVAL or PREDICT step is built; it returns its
+    `iterations`, as the original does."""
+
+    def apply_gradients(self, grads_and_vars, name=None, skip_gradients_aggregation=False,
+                        **kwargs):
+        del grads_and_vars, name, skip_gradients_aggregation, kwargs
+        return self.iterations
+
+    apply_gradients.__doc__ = original.__doc__
+    return apply_gradients
+
+
 def retraceable_keras_iterations(original: property) -> property:
     """Builds the `OptimizerV2.iterations` property of patch
     `optimizer_apply.keras_iterations_retrace`: assigning the variable it already holds (a
@@ -454,7 +469,8 @@ def retraceable_keras_iterations(original: property) -> property:
 @contextlib.contextmanager
 def not_training() -> Iterator[None]:
     """Inside (while model_fn builds an EVAL or PREDICT step): every optimizer's
-    `apply_gradients`, v1 or tf_keras's legacy OptimizerV2, returns a no-op."""
+    `apply_gradients`, v1 or tf_keras's (legacy OptimizerV2 or current), updates nothing."""
     with _tf_patches.applied("optimizer_apply.inference_apply_gradients"), \
-            _tf_patches.applied("optimizer_apply.inference_keras_apply_gradients"):
+            _tf_patches.applied("optimizer_apply.inference_keras_apply_gradients"), \
+            _tf_patches.applied("optimizer_apply.inference_keras_v2_apply_gradients"):
         yield

@@ -125,12 +125,14 @@ class ModelFnCaller:
                    else contextlib.nullcontext())
         # A Saver model_fn builds (`Scaffold(saver=Saver(ema.variables_to_restore()))`, or
         # `Saver(max_to_keep=...)`) is recorded, not built: its restore ops would run at
-        # every step of the traced function. Its var_list and retention are honoured.
+        # every step of the traced function. Its var_list and retention are honoured. The
+        # export graph is a TF1 graph: there a real Saver restores and saves the export.
         # Outside TRAIN a train_op model_fn builds anyway must not run (legacy never ran it).
         no_train = (optimizer_apply.not_training()
                     if mode != ModeKeys.TRAIN else contextlib.nullcontext())
-        with keras_env.tf1_graph_keras(), shards, writers, no_train, \
-                _tf_patches.applied("warm_start.Saver"):
+        recording = (_tf_patches.applied("warm_start.Saver") if not export_mode
+                     else contextlib.nullcontext())
+        with keras_env.tf1_graph_keras(), shards, writers, no_train, recording:
             if (self.embedding is not None and self.use_tpu and not export_mode
                     and self.embedding.applies_to(mode)):
                 step = self.embedding.look_up(features, mode)
@@ -218,11 +220,13 @@ def _owner_of(model_fn: Any) -> tuple[Any, Callable[[Any], Any] | None]:
 
 
 @contextlib.contextmanager
-def _replica_scope(registry: variables_lib.VariableRegistry,
-                   global_step: tf.Variable) -> Iterator[None]:
+def _replica_scope(registry: variables_lib.VariableRegistry, global_step: tf.Variable,
+                   training: bool = True) -> Iterator[None]:
     """`variables.replica_scope`, in which a TF1 `hub.Module` model_fn builds uses the
-    replica's variables (`contrib/hub.py`)."""
-    with variables_lib.replica_scope(registry, global_step), hub.applied():
+    replica's variables (`contrib/hub.py`); outside TRAIN the global step is not written."""
+    frozen = (global_step_reads.frozen(global_step) if not training
+              else contextlib.nullcontext())
+    with variables_lib.replica_scope(registry, global_step), hub.applied(), frozen:
         yield
 
 
@@ -372,6 +376,7 @@ class TraceRecord:
     scaffold_fn: Callable[[], Any] | None = None
     saver: Any = None  # `warm_start._RecordingSaver` of an EstimatorSpec's Scaffold.
     scaffold_init_fn: Any = None  # That Scaffold's init_fn (InMemoryEvaluatorHook refuses it).
+    scaffold_saver: Any = None  # Its `saver` as given (`checkpoint/object_based.py`).
     hooks: tuple[Any, ...] = ()
     model_graph: Any = None  # The graph replica 0's model_fn built.
     loss_name: str | None = None  # The name of its spec.loss tensor there.
@@ -452,8 +457,10 @@ class TraceRecord:
         self.eval_metrics = getattr(spec, "eval_metrics", None)
         self.scaffold_fn = getattr(spec, "scaffold_fn", None)
         # An EstimatorSpec's Scaffold (legacy's CPU path): its Saver, recorded in model_fn.
-        self.saver = warm_start_lib.recorded_saver(getattr(spec, "scaffold", None))
-        self.scaffold_init_fn = getattr(getattr(spec, "scaffold", None), "init_fn", None)
+        scaffold = getattr(spec, "scaffold", None)
+        self.saver = warm_start_lib.recorded_saver(scaffold)
+        self.scaffold_init_fn = getattr(scaffold, "init_fn", None)
+        self.scaffold_saver = getattr(scaffold, "saver", None) if scaffold is not None else None
         mode = mode or spec.mode
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
                       ModeKeys.PREDICT: "prediction_hooks"}[mode]
@@ -514,7 +521,7 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
     """
 
     def eval_step(features: Any, labels: Any, mask: Any = None) -> dict[str, Any]:
-        with _replica_scope(registry, global_step):
+        with _replica_scope(registry, global_step, training=False):
             with _names_taken() as names:
                 spec = caller(features, labels, ModeKeys.EVAL, batch_size)
             record.observe_names(names.table)
@@ -683,7 +690,7 @@ def make_predict_step(caller: ModelFnCaller, registry: variables_lib.VariableReg
     """Returns `step(features, labels) -> {predictions[, hook_tensors]}` for PREDICT."""
 
     def predict_step(features: Any, labels: Any) -> dict[str, Any]:
-        with _replica_scope(registry, global_step):
+        with _replica_scope(registry, global_step, training=False):
             spec = caller(features, labels, ModeKeys.PREDICT, batch_size)
             record.observe(spec, ModeKeys.PREDICT)
             record.observe_graph(spec)
