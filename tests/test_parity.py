@@ -174,8 +174,10 @@ def _assert(check: parity.Check, hint: str = "") -> None:
 
 def test_goldens_exist_and_are_small():
     assert "mnist" in MODELS or "tiny_cnn" in MODELS, MODELS
+    # 5 MB: the primary recordings (3.2 MB) and per-CPU recordings of those a bit-exact
+    # replay needs on another CPU kind (~0.2-0.6 MB per golden and kind; parity.md).
     total = sum(f.stat().st_size for f in GOLDENS.rglob("*") if f.is_file())
-    assert total < 3 * 2**20, f"tests/goldens is {total / 2**20:.1f} MB; keep it under 3 MB."
+    assert total < 5 * 2**20, f"tests/goldens is {total / 2**20:.1f} MB; keep it under 5 MB."
 
 
 def test_golden_records_what_the_issue_asks(case):

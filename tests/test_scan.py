@@ -335,16 +335,10 @@ def _assert_same_facts(source, path=""):
     fast, full = analyze.read_facts(tree, source), analyze.read_facts(tree)
     assert dataclasses.asdict(fast) == dataclasses.asdict(full), path
     assert sorted(c[:3] for c in fast.chains) == _reference_chains(tree, fast.names), path
-    # Every call and assignment, by `ast.walk`: the run semantics.
+    # Every call, by `ast.walk`: the run semantics.
     reference = analyze.Facts()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             analyze._call(reference, node)
-        elif isinstance(node, ast.Assign) and analyze._calls(node.value, "Checkpoint"):
-            reference.checkpoint_names.update(t.id for t in node.targets
-                                              if isinstance(t, ast.Name))
-    reference.semantics += [("object_checkpoints", line) for name, line
-                            in reference.scaffold_savers if name in reference.checkpoint_names]
-    for field in ("semantics", "eager_calls", "scaffold_savers"):
+    for field in ("semantics", "eager_calls"):
         assert sorted(getattr(fast, field)) == sorted(getattr(reference, field)), (path, field)
-    assert fast.checkpoint_names == reference.checkpoint_names, path

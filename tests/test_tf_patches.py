@@ -183,6 +183,8 @@ _SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py",
 
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {
+    "_distribute_coordinator_mode": "this library's RunConfig attribute (legacy's name), set by "
+                                    "cluster/coordinator.py and read by estimator_training",
     "_getframe": "CPython's documented sys._getframe (keras_env reads its caller's module)",
     "_fields": "collections.namedtuple's documented field names (loop/inference_loop.py)",
     "_alias_hint": "aliases.AliasNamespace's own hint, read by legacy_imports",

@@ -373,7 +373,7 @@ class TrainSession:
                 host_call_every_n=self._host_call_every_n(), global_step=runtime.global_step,
                 endless=endless, hook_tensor_dtypes=[dtype for _, dtype in hook_tensors],
                 input_spec=source.replica_spec, emit_summaries=emit_summaries,
-                legacy_loss_reporting=not self._settings.use_tpu)
+                legacy_loss_reporting=self._plan.plain and not self._settings.use_tpu)
 
         train_loop = build(False, None)
         train_loop.trace(iterator)

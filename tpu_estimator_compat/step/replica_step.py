@@ -371,8 +371,7 @@ class TraceRecord:
     host_call: Any = None  # (fn, tensors) of the first replica's spec.
     eval_metrics: Any = None  # (metric_fn, tensors) of the first replica's spec.
     # The names model_fn took after the global step's (`observe_names`).
-    model_names: graph_names.NameTable = dataclasses.field(
-        default_factory=graph_names.NameTable)
+    model_names: graph_names.NameTable = dataclasses.field(default_factory=graph_names.NameTable)
     scaffold_fn: Callable[[], Any] | None = None
     saver: Any = None  # `warm_start._RecordingSaver` of an EstimatorSpec's Scaffold.
     scaffold_init_fn: Any = None  # That Scaffold's init_fn (InMemoryEvaluatorHook refuses it).
@@ -439,8 +438,8 @@ class TraceRecord:
     def observe(self, spec: Any, mode: str | None = None, config_is_chief: bool = True) -> None:
         """Keeps what the host needs from a spec: host_call, scaffold_fn, hooks.
 
-        `mode`: the run's (the spec's by default; legacy let a model_fn without a `mode`
-        argument return `EstimatorSpec(mode=None)`, and went by the run's).
+        `mode`: the run's (the spec's by default; legacy let a model_fn without `mode` return
+        `EstimatorSpec(mode=None)`, and went by the run's).
         `config_is_chief`: the RunConfig's `is_chief`, which legacy's Estimator read to run
         `training_chief_hooks` (a RunConfig subclass may say otherwise than the cluster).
 
@@ -456,11 +455,10 @@ class TraceRecord:
         self.host_call = host_call
         self.eval_metrics = getattr(spec, "eval_metrics", None)
         self.scaffold_fn = getattr(spec, "scaffold_fn", None)
-        # An EstimatorSpec's Scaffold (legacy's CPU path): its Saver, recorded in model_fn.
-        scaffold = getattr(spec, "scaffold", None)
+        scaffold = getattr(spec, "scaffold", None)  # An EstimatorSpec's (legacy's CPU path).
         self.saver = warm_start_lib.recorded_saver(scaffold)
         self.scaffold_init_fn = getattr(scaffold, "init_fn", None)
-        self.scaffold_saver = getattr(scaffold, "saver", None) if scaffold is not None else None
+        self.scaffold_saver = getattr(scaffold, "saver", None)
         mode = mode or spec.mode
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
                       ModeKeys.PREDICT: "prediction_hooks"}[mode]
