@@ -183,6 +183,12 @@ _SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py",
 
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {
+    "_live_evaluation": "the library's Estimator method InMemoryEvaluatorHook runs (legacy's "
+                        "hook called the Estimator's private graph builders the same way)",
+    **{name: "this library's RunConfig field under legacy's name, which legacy's "
+             "estimator_training.init_run_config set (legacy/estimator_training.py)"
+       for name in ("_train_distribute", "_eval_distribute", "_experimental_distribute",
+                    "_init_distribute_coordinator", "_cluster")},
     "_distribute_coordinator_mode": "this library's RunConfig attribute (legacy's name), set by "
                                     "cluster/coordinator.py and read by estimator_training",
     "_getframe": "CPython's documented sys._getframe (keras_env reads its caller's module)",

@@ -82,7 +82,8 @@ class InMemoryEvaluatorHook(_v1.train.SessionRunHook):
         self._iter_count = 0
         self._close()
         estimator = self._estimator
-        evaluation = eager_scope.on_own_thread(_ENTRY, lambda: estimator._live_evaluation(
+        live = estimator._live_evaluation  # pylint: disable=protected-access
+        evaluation = eager_scope.on_own_thread(_ENTRY, lambda: live(
             self._input_fn, self._hooks, self._steps, self._name))
         record = evaluation.record
         why = ("custom saver" if record.saver is not None else

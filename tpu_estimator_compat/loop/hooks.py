@@ -13,9 +13,9 @@ and the hooks ran once per loop. This module does both for the hooks a user pass
   `tf.compat.v1.train.get_global_step()`), the names `'loss'`/`'global_step'`, and, on
   legacy's CPU path (`use_tpu=False`; in evaluate also `eval_on_tpu=False`), model_fn
   tensors by object or by name (`'dense/BiasAdd:0'`) in train, evaluate and predict: the
-  runner asks the loop to return those tensors for every step (replica 0's value, the spec's
-  own `loss` tensor too, as legacy's distributed Estimator ran the first replica's hooks;
-  `'loss'` is the global-batch loss). `request_stop()` stops.
+  runner asks the loop to return those tensors for every step (replica 0's value; the spec's
+  own `loss` tensor is replica 0's for the plain Estimator, whose distributed legacy ran the
+  first replica's hooks, and the global batch's, `'loss'`, for TPUEstimator). `request_stop()` stops.
 * `LoggingTensorHook` runs as itself (its own timer and log format) on the CPU path; on a
   TPU it logs `'loss'`/`'global_step'` at loop ends, as the values the host had there.
   `StopAtStepHook`, `NanTensorHook` and `CheckpointSaverHook` are re-expressed with their
@@ -155,9 +155,11 @@ class _Fetches:
     model_fn tensor by object or `'name:0'`, whose value the loop returns per step.
     """
 
-    def __init__(self, graph: Any, tensors_per_step: bool) -> None:
+    def __init__(self, graph: Any, tensors_per_step: bool, loss_name: str | None = None
+                 ) -> None:
         self.graph = graph
         self._tensors_per_step = tensors_per_step
+        self._loss_name = loss_name  # None: the spec's loss is replica 0's, as any tensor.
 
     def tensor_name(self, fetch: Any) -> str | None:
         """The model_fn tensor `fetch` stands for, or None for the other kinds."""
@@ -189,10 +191,11 @@ class _Fetches:
         merged = self.merged_names(fetch)
         if merged is not None:
             return merged
-        # The spec's own `loss` tensor too: legacy's distributed Estimator ran the hooks of
-        # the first replica's spec, whose `loss` is that replica's (the global-batch loss,
-        # 'loss', is what the Estimator's own summary and logging show).
-        return self.tensor_name(fetch)
+        # The plain Estimator's spec `loss` is replica 0's, as any tensor: legacy's
+        # distributed Estimator ran the first replica's hooks. TPUEstimator's off TPU is the
+        # global batch's ('loss'): legacy's one device saw the whole batch.
+        name = self.tensor_name(fetch)
+        return "loss" if name is not None and name == self._loss_name else name
 
     def merged_names(self, fetch: Any) -> tuple[str, ...] | None:
         """The model_fn summaries a hook's MergeSummary tensor merges, or None.
@@ -392,7 +395,8 @@ class HookRunner:
                  loss_name: str | None = None,
                  fetch_tensors: FetchTensors | None = None, training: bool = True,
                  registry: variables_lib.VariableRegistry | None = None,
-                 summary_names: Sequence[str] = (), loss_summary: bool = False) -> None:
+                 summary_names: Sequence[str] = (), loss_summary: bool = False,
+                 first_replica_loss: bool = False) -> None:
         check_supported(hooks, tensors_per_step=tensors_per_step)
         self._summary_names = tuple(summary_names) if tensors_per_step else ()
         self._loss_summary = loss_summary and tensors_per_step and loss_name is not None
@@ -406,7 +410,8 @@ class HookRunner:
         self._own_logging = tensors_per_step
         self._generic = [h for h in self._hooks if not isinstance(h, _RESHAPED)
                          or (self._own_logging and isinstance(h, _train.LoggingTensorHook))]
-        self._fetches = _Fetches(graph if tensors_per_step else None, tensors_per_step)
+        self._fetches = _Fetches(graph if tensors_per_step else None, tensors_per_step,
+                                 None if first_replica_loss else loss_name)
         self._graph = graph if tensors_per_step else None
         self._fetch_tensors = fetch_tensors
         self._training = training

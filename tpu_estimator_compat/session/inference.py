@@ -457,7 +457,8 @@ def _hook_runner(session: InferenceSession, loops: _Loops, hooks: Sequence[Any] 
     return hooks_lib.HookRunner(
         list(hooks or ()) + list(record.hooks), runtime.global_step,
         tensors_per_step=not on_tpu, graph=record.model_graph, loss_name=record.loss_name,
-        fetch_tensors=fetch_tensors, training=False, registry=runtime.registry)
+        fetch_tensors=fetch_tensors, training=False, registry=runtime.registry,
+        first_replica_loss=loops.plan.plain)
 
 
 def _host_call_names(session: InferenceSession) -> graph_names.NameTable:

@@ -83,7 +83,8 @@ class TrainSession:
             hooks + list(record.hooks), runtime.global_step, registry=runtime.registry,
             tensors_per_step=not settings.use_tpu, graph=record.model_graph,
             loss_name=record.loss_name, fetch_tensors=fetch_tensors,
-            summary_names=record.summary_names, loss_summary=not record.loss_summary_made)
+            summary_names=record.summary_names, loss_summary=not record.loss_summary_made,
+            first_replica_loss=self._plan.plain)
         if not hook_runner.checkpoint_hooks() and settings.saves_checkpoints:
             logging.legacy_info("Create CheckpointSaverHook.")  # Legacy's default saver hook.
         ps = parameter_servers.is_parameter_server_strategy(runtime.strategy)
