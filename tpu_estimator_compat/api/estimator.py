@@ -220,9 +220,13 @@ class Estimator:
         if use_tpu:
             return self._config.eval_distribute or self._config.train_distribute
         # Off TPU (use_tpu=False or eval_on_tpu=False) legacy's Estimator used
-        # `train_distribute` for training only: with no `eval_distribute` it evaluated and
-        # predicted undistributed, on one device (google-research/bigbird's use_tpu=False path
-        # sets only `train_distribute`, and its metric_fn takes scalars).
+        # `train_distribute` for training only: with no `eval_distribute` it evaluated
+        # undistributed, on one device (google-research/bigbird's use_tpu=False path sets only
+        # `train_distribute`, and its metric_fn takes scalars). Its predict() took no strategy
+        # at all, `eval_distribute` included: one device (a replica given no rows would
+        # otherwise meet sparse features' reshape of an empty batch).
+        if mode == ModeKeys.PREDICT:
+            return None
         return self._config.eval_distribute
 
     def _runtime(self, mode: str, fresh: bool = False) -> runtime_lib.Runtime:

@@ -131,8 +131,8 @@ def _per_example_leaves(structure: dict[str, Any], padded: bool,
                 f"`{where}` has shape {spec.shape}, whose axis 0 is not the per-replica "
                 f"batch ({batch}), and predict runs on several replicas, whose rows are "
                 "concatenated and padded by the features' batch. Legacy's Estimator "
-                "predicted on one device: predict without `eval_distribute` (or with one "
-                "replica), or return one row per example.")
+                "predicted on one device: predict on one replica, or return one row per "
+                "example.")
     return tuple(flags)
 
 

@@ -2,7 +2,8 @@
 
 Rules, in order:
 1. `RunConfig(train_distribute=...)` (or `eval_distribute` for evaluation) wins; off TPU,
-   evaluation uses `eval_distribute` only, as legacy's Estimator (estimator._distribute_for).
+   evaluation uses `eval_distribute` only and prediction neither, as legacy's Estimator
+   (estimator._distribute_for; its predict() built no strategy).
 2. `use_tpu=True` and `RunConfig(cluster=TPUClusterResolver(...))` naming a reachable TPU
    (one host or a whole pod): TPUStrategy, which drives every host of the pod from here.
 3. A cluster of several workers, from `TF_CONFIG` or a non-TPU `RunConfig(cluster=...)`:
