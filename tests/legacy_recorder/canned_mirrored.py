@@ -1,14 +1,15 @@
 # An r1 canned-estimator script, written as TF1 users wrote it (no tpu_estimator_compat import).
-"""Canned `DNNClassifier`s (v1 and v2) trained and evaluated with
+"""canned_parity.py's canned estimators trained and evaluated with
 `RunConfig(train_distribute=MirroredStrategy, eval_distribute=...)` over 2 logical CPUs,
 recorded on the legacy stack.
 
     TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/canned_mirrored.py
     (tests/test_canned_parity.py replays it on the library, after `install_aliases()`)
 
-The cases are canned_parity.py's `dnn_classifier_v1` (v1 Adagrad) and `dnn_classifier_v2`
-(Keras Adagrad), started the same way: the model weights' start values (numpy, seeded per
-case) written with `SaveV2` under legacy's names and trained from `warm_start_from=` them.
+The cases are canned_parity.py's (DNN v1 and v2, DNNRegressor with Adam, LinearClassifier
+on crossed columns, DNNLinearCombined, Baseline, a MultiHead DNNEstimator), started the same
+way: the model weights' start values (numpy, seeded per case) written with `SaveV2` under
+legacy's names and trained from `warm_start_from=` them (Baseline from zeros).
 Each replica takes one batch of BATCH from input_fn's dataset per step (legacy's
 `make_input_fn_iterator`), as in evaluation; prediction ran on one device.
 
@@ -32,7 +33,14 @@ from estimator_mirrored import _sibling
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "goldens",
                    "canned_mirrored", "legacy.json")
-CASES = ("dnn_classifier_v1", "dnn_classifier_v2")
+CASES = ("dnn_classifier_v1", "dnn_classifier_v2", "dnn_regressor_v1_adam",
+         "linear_classifier_v1_crossed", "dnn_linear_combined_classifier_v1",
+         "baseline_classifier_v1", "multi_head_v2")
+# Legacy's evaluate() under `eval_distribute` fails for a binary head: its
+# `accuracy_baseline` metric value is a PerReplica that the final-ops hook cannot fetch
+# ("Argument `fetch` = PerReplica ... has invalid type"). Those cases train on 2 replicas
+# and evaluate on one device, as a legacy user had to.
+EVAL_ON_ONE_DEVICE = {"linear_classifier_v1_crossed", "multi_head_v2"}
 
 
 def run_case(name, workdir, shapes, mirrored=None):
@@ -46,12 +54,16 @@ def run_case(name, workdir, shapes, mirrored=None):
     if mirrored is None:
         mirrored = helpers.mirrored2()
     kind, loss_name, build = canned.CASES[name]
-    os.makedirs(os.path.join(workdir, "start"), exist_ok=True)
-    start = canned.write_start(name, shapes, os.path.join(workdir, "start", "start"))
+    start = {}
+    if name not in canned.ZERO_START:
+        os.makedirs(os.path.join(workdir, "start"), exist_ok=True)
+        start["warm_start_from"] = canned.write_start(
+            name, shapes, os.path.join(workdir, "start", "start"))
     model_dir = os.path.join(workdir, "model")
-    config = tf.estimator.RunConfig(save_summary_steps=1, train_distribute=mirrored,
-                                    eval_distribute=mirrored)
-    estimator = build(model_dir=model_dir, config=config, warm_start_from=start)
+    config = tf.estimator.RunConfig(
+        save_summary_steps=1, train_distribute=mirrored,
+        eval_distribute=None if name in EVAL_ON_ONE_DEVICE else mirrored)
+    estimator = build(model_dir=model_dir, config=config, **start)
     losses = []
     estimator.train(canned.make_input_fn("train", kind, canned.BATCH, repeat=True),
                     steps=canned.STEPS, hooks=[canned.LossRecorder(loss_name, losses)])
