@@ -103,7 +103,7 @@ PAIRS = {  # The patched wrapper (a twin while traced) and the untouched raw op,
 def test_a_twin_draws_the_stateful_kernels_bits_run_after_run(kind, dtype, shape, seeds):
     pair, twin_op = PAIRS[kind]
     fn = tf.function(lambda: pair(shape, tf.as_dtype(dtype), seeds))
-    with random_streams.stateless_twins():
+    with random_streams.random_op_twins():
         concrete = fn.get_concrete_function()
     assert twin_op in _op_types(concrete)
     draws = []
@@ -118,7 +118,7 @@ def test_twins_keep_unseeded_ops_and_other_kinds_stateful():
     random_streams.restart(None)  # No graph seed: an op without its own seed is seeded at random.
     fn = tf.function(lambda: (tf.random.uniform([2]), tf.random.shuffle(tf.range(4)),
                               tf.random.uniform([2], seed=3)))
-    with random_streams.stateless_twins():
+    with random_streams.random_op_twins():
         concrete = fn.get_concrete_function()
     assert _op_types(concrete) & RANDOM_OPS == {"RandomUniform", "StatefulUniform"}
     assert random_streams.holds_stateful_random_ops(concrete)  # Shuffle: new kernels still.
@@ -130,7 +130,7 @@ def test_twins_keep_unseeded_ops_and_other_kinds_stateful():
 def test_a_seeded_call_sets_twins_back_without_new_kernels():
     random_streams.restart(5, fresh=True)
     fn = tf.function(lambda: tf.nn.dropout(tf.ones([64]), 0.5))
-    with random_streams.stateless_twins():
+    with random_streams.random_op_twins():
         concrete = fn.get_concrete_function()
     assert not random_streams.holds_stateful_random_ops(concrete)
     assert not random_streams.note_function(concrete)

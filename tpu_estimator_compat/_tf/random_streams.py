@@ -31,7 +31,7 @@ tf_keras seeds its own generator in `tf.keras.utils.set_random_seed`
 (`tf_keras.src.backend._SEED_GENERATOR`, thread-local), which `seed_host_generators` sets
 as that function does, without its `tf.random.set_seed`.
 
-Most loops need no new kernels at all: while `stateless_twins` is open (around the trace of
+Most loops need no new kernels at all: while `random_op_twins` is open (around the trace of
 every compiled loop, `plumbing.Dispatch`), a seeded stateful random op of the four kinds
 model code draws from (`RandomUniform`, `RandomStandardNormal`, `TruncatedNormal`,
 `RandomUniformInt`: dropout, noise, random crops) is built as its twin that keeps its
@@ -138,7 +138,7 @@ def holds_stateful_random_ops(concrete_fn: Any) -> bool:
 
 def note_function(concrete_fn: Any) -> bool:
     """`concrete_fn` is about to run. If this call is seeded and it did not run yet in this
-    call, its twins' streams start afresh (`stateless_twins`), and if it holds random
+    call, its twins' streams start afresh (`random_op_twins`), and if it holds random
     kernels that ran in an earlier call, it gets new kernels (their streams start afresh).
     Returns whether it got new kernels."""
     with _lock:
@@ -262,7 +262,7 @@ class _Stream:
 
 
 @contextlib.contextmanager
-def stateless_twins() -> Iterator[None]:
+def random_op_twins() -> Iterator[None]:
     """Inside (around a compiled loop's trace, on any thread tracing it): seeded stateful
     random ops of the four kinds are built as twins with a generator state of their own
     (see the module docstring). A random op traced by another function while this is open

@@ -54,7 +54,7 @@ class Dispatch:
         if self._concrete is None or self._iterator() is not iterator:
             args = (iterator, COUNT_SPEC) if self._counted else (iterator,)
             # Seeded random ops keep their streams in variables a call can set back.
-            with random_streams.stateless_twins():
+            with random_streams.random_op_twins():
                 self._concrete = self._fn.get_concrete_function(*args)
             self._iterator = weakref.ref(iterator)
             self._flat = {}
