@@ -120,7 +120,8 @@ PATCHED_SYMBOLS = {
     "random_streams.explicit_seeds": ("tensorflow.python.framework.random_seed.get_seed",),
     "random_streams.twin_uniform": ("tensorflow.python.ops.gen_random_ops.random_uniform",),
     "random_streams.twin_normal": ("tensorflow.python.ops.gen_random_ops.random_standard_normal",),
-    "random_streams.twin_truncated_normal": ("tensorflow.python.ops.gen_random_ops.truncated_normal",),
+    "random_streams.twin_truncated_normal":
+        ("tensorflow.python.ops.gen_random_ops.truncated_normal",),
     "random_streams.twin_uniform_int": ("tensorflow.python.ops.gen_random_ops.random_uniform_int",),
     "hooks.Saver": ("tensorflow.compat.v1.train.Saver",
                     "tensorflow.python.training.saver.Saver"),
