@@ -114,6 +114,29 @@ def test_a_twin_draws_the_stateful_kernels_bits_run_after_run(kind, dtype, shape
     assert not np.array_equal(draws[0], draws[1])  # The state advanced, as the kernel's did.
 
 
+def test_each_replica_gets_a_twin_of_its_own_op(strategy):
+    """Each replica's traced op had its own kernel (and op seed): each gets its own state,
+    on its own device, and draws that kernel's bits."""
+    random_streams.restart(2, fresh=True)
+
+    def replicas_draw():
+        return strategy.experimental_local_results(
+            strategy.run(lambda: tf.random.uniform([5])))
+
+    with strategy.scope():
+        with random_streams.random_op_twins():
+            twins = tf.function(replicas_draw).get_concrete_function()
+        kernels = tf.function(replicas_draw).get_concrete_function()
+    assert "StatefulUniform" in _op_types(twins) and "RandomUniform" in _op_types(kernels)
+    for _ in range(2):
+        drawn, expected = twins(), kernels()
+        assert len(drawn) == strategy.num_replicas_in_sync
+        assert [t.device for t in drawn] == [t.device for t in expected]
+        for got, want in zip(drawn, expected):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        assert len({t.numpy().tobytes() for t in drawn}) == len(drawn)  # Streams of their own.
+
+
 def test_twins_keep_unseeded_ops_and_other_kinds_stateful():
     random_streams.restart(None)  # No graph seed: an op without its own seed is seeded at random.
     fn = tf.function(lambda: (tf.random.uniform([2]), tf.random.shuffle(tf.range(4)),
