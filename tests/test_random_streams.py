@@ -13,6 +13,8 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.eager import context  # Graph collection: the instantiation count.
 
+from tensorflow.python.ops import gen_random_ops  # The wrappers the twins replace.
+
 from tpu_estimator_compat import RunConfig, TPUConfig, TPUEstimator, TPUEstimatorSpec
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import random_streams
@@ -21,8 +23,9 @@ v1 = tf.compat.v1
 BATCH = 16
 
 
-def _instantiated(fn):
-    """(fn's result, how many function graphs TensorFlow instantiated while it ran)."""
+def _instantiated(fn, ops=None):
+    """(fn's result, how many function graphs TensorFlow instantiated while it ran); with
+    `ops` (a set), the op types of those graphs and their functions are added to it."""
     ctx = context.context()
     ctx.enable_graph_collection()
     try:
@@ -30,7 +33,22 @@ def _instantiated(fn):
     finally:
         metadata = ctx.export_run_metadata()
         ctx.disable_graph_collection()
+    for graph in metadata.function_graphs if ops is not None else ():
+        graph_def = graph.pre_optimization_graph
+        ops.update(node.op for node in graph_def.node)
+        ops.update(node.op for f in graph_def.library.function for node in f.node_def)
     return out, len(metadata.function_graphs)
+
+
+def _op_types(concrete):
+    graph_def = concrete.graph.as_graph_def()
+    return ({node.op for node in graph_def.node}
+            | {node.op for f in graph_def.library.function for node in f.node_def})
+
+
+RANDOM_OPS = {"RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
+              "StatefulUniform", "StatefulStandardNormalV2", "StatefulTruncatedNormal",
+              "StatefulUniformInt"}
 
 
 @pytest.mark.parametrize("body, holds", [
@@ -48,6 +66,110 @@ def _instantiated(fn):
 def test_holds_stateful_random_ops(body, holds):
     concrete = tf.function(body).get_concrete_function(tf.TensorSpec([], tf.float32))
     assert random_streams.holds_stateful_random_ops(concrete) is holds
+
+
+# -- twins: the same bits as the stateful kernels, from a state a call sets back ----------
+
+def _float_pair(wrapper, raw):
+    return lambda shape, dtype, seeds: (
+        wrapper(shape, dtype, seed=seeds[0], seed2=seeds[1]),
+        raw(shape=shape, dtype=dtype, seed=seeds[0], seed2=seeds[1]))
+
+
+def _int_pair(shape, dtype, seeds):
+    low, high = tf.constant(-5, dtype), tf.constant(2**30 + 7, dtype)
+    return (gen_random_ops.random_uniform_int(shape, low, high, seed=seeds[0], seed2=seeds[1]),
+            tf.raw_ops.RandomUniformInt(shape=shape, minval=low, maxval=high, seed=seeds[0],
+                                        seed2=seeds[1]))
+
+
+PAIRS = {  # The patched wrapper (a twin while traced) and the untouched raw op, side by side.
+    "uniform": (_float_pair(lambda *a, **k: gen_random_ops.random_uniform(*a, **k),
+                            tf.raw_ops.RandomUniform), "StatefulUniform"),
+    "normal": (_float_pair(lambda *a, **k: gen_random_ops.random_standard_normal(*a, **k),
+                           tf.raw_ops.RandomStandardNormal), "StatefulStandardNormalV2"),
+    "truncated_normal": (_float_pair(lambda *a, **k: gen_random_ops.truncated_normal(*a, **k),
+                                     tf.raw_ops.TruncatedNormal), "StatefulTruncatedNormal"),
+    "uniform_int": (_int_pair, "StatefulUniformInt"),
+}
+
+
+@pytest.mark.parametrize("kind, dtype", [
+    (kind, dtype) for kind in sorted(PAIRS)
+    for dtype in (["int32", "int64"] if kind == "uniform_int"
+                  else ["float32", "float64", "float16", "bfloat16"])])
+@pytest.mark.parametrize("shape, seeds", [([3], (7, 11)), ([5, 7], (0, 5)),
+                                          ([3, 1025], (2**31 - 1, 2**31 - 2))])
+def test_a_twin_draws_the_stateful_kernels_bits_run_after_run(kind, dtype, shape, seeds):
+    pair, twin_op = PAIRS[kind]
+    fn = tf.function(lambda: pair(shape, tf.as_dtype(dtype), seeds))
+    with random_streams.random_op_twins():
+        concrete = fn.get_concrete_function()
+    assert twin_op in _op_types(concrete)
+    draws = []
+    for _ in range(3):
+        twin, kernel = concrete()
+        np.testing.assert_array_equal(twin.numpy().view(np.uint8), kernel.numpy().view(np.uint8))
+        draws.append(twin.numpy())
+    assert not np.array_equal(draws[0], draws[1])  # The state advanced, as the kernel's did.
+
+
+def test_each_replica_gets_a_twin_of_its_own_op(strategy):
+    """Each replica's traced op had its own kernel (and op seed): each gets its own state,
+    on its own device, and draws that kernel's bits."""
+    random_streams.restart(2, fresh=True)
+
+    def replicas_draw():
+        return strategy.experimental_local_results(
+            strategy.run(lambda: tf.random.uniform([5])))
+
+    with strategy.scope():
+        with random_streams.random_op_twins():
+            twins = tf.function(replicas_draw).get_concrete_function()
+        kernels = tf.function(replicas_draw).get_concrete_function()
+    assert "StatefulUniform" in _op_types(twins) and "RandomUniform" in _op_types(kernels)
+    for _ in range(2):
+        drawn, expected = twins(), kernels()
+        assert len(drawn) == strategy.num_replicas_in_sync
+        assert [t.device for t in drawn] == [t.device for t in expected]
+        for got, want in zip(drawn, expected):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        assert len({t.numpy().tobytes() for t in drawn}) == len(drawn)  # Streams of their own.
+
+
+def test_twins_keep_unseeded_ops_and_other_kinds_stateful():
+    random_streams.restart(None)  # No graph seed: an op without its own seed is seeded at random.
+    fn = tf.function(lambda: (tf.random.uniform([2]), tf.random.shuffle(tf.range(4)),
+                              tf.random.uniform([2], seed=3)))
+    with random_streams.random_op_twins():
+        concrete = fn.get_concrete_function()
+    assert _op_types(concrete) & RANDOM_OPS == {"RandomUniform", "StatefulUniform"}
+    assert random_streams.holds_stateful_random_ops(concrete)  # Shuffle: new kernels still.
+    # Outside the scope nothing is replaced.
+    plain = tf.function(lambda: tf.random.uniform([2], seed=3)).get_concrete_function()
+    assert _op_types(plain) & RANDOM_OPS == {"RandomUniform"}
+
+
+def test_a_seeded_call_sets_twins_back_without_new_kernels():
+    random_streams.restart(5, fresh=True)
+    fn = tf.function(lambda: tf.nn.dropout(tf.ones([64]), 0.5))
+    with random_streams.random_op_twins():
+        concrete = fn.get_concrete_function()
+    assert not random_streams.holds_stateful_random_ops(concrete)
+    assert not random_streams.note_function(concrete)
+    first = concrete().numpy()
+    assert not np.array_equal(concrete().numpy(), first)  # The stream advances within a call.
+    resets, _, rewinds = random_streams.counts()
+
+    assert not random_streams.restart(5)  # A new seeded call:
+    assert not random_streams.note_function(concrete)  # no new kernels,
+    assert random_streams.counts()[::2] == (resets, rewinds + 1)  # its twins set back,
+    again, count = _instantiated(concrete)
+    np.testing.assert_array_equal(again.numpy(), first)  # the same masks again,
+    assert count == 0  # and TensorFlow kept its kernels.
+    random_streams.restart(None)  # An unseeded call continues the streams.
+    random_streams.note_function(concrete)
+    assert not np.array_equal(concrete().numpy(), first)
 
 
 def _random_fn():
@@ -183,9 +305,15 @@ def test_seeded_dropout_restarts_its_masks_at_every_call(tmp_path, strategy):
         _input_fn, steps=1)["loss"]
     first = _predict(estimator)
     assert len(np.unique(first)) > 1  # The masks differ between rows.
-    resets = random_streams.counts()[0]
-    np.testing.assert_array_equal(_predict(estimator), first)
-    assert random_streams.counts()[0] > resets  # Its loop got new kernels, nothing else.
+    resets, _, rewinds = random_streams.counts()
+    instantiated = set()
+    np.testing.assert_array_equal(_instantiated(lambda: _predict(estimator), instantiated)[0],
+                                  first)
+    _instantiated(lambda: estimator.train(_input_fn, steps=2), instantiated)
+    assert losses[-2:] == losses[:2]  # (evaluate calls ran the host_call too.)
+    # Dropout's ops are twins: their loops were set back, not instantiated again.
+    assert random_streams.counts()[::2] == (resets, rewinds + 2)
+    assert not instantiated & RANDOM_OPS
     estimator.evaluate(_input_fn, steps=1)
     np.testing.assert_array_equal(_predict(estimator), first)
 

@@ -118,6 +118,11 @@ PATCHED_SYMBOLS = {
     "inputs.initializable_iterator":
         ("tensorflow.python.data.ops.dataset_ops.DatasetV1._make_initializable_iterator",),
     "random_streams.explicit_seeds": ("tensorflow.python.framework.random_seed.get_seed",),
+    "random_streams.twin_uniform": ("tensorflow.python.ops.gen_random_ops.random_uniform",),
+    "random_streams.twin_normal": ("tensorflow.python.ops.gen_random_ops.random_standard_normal",),
+    "random_streams.twin_truncated_normal":
+        ("tensorflow.python.ops.gen_random_ops.truncated_normal",),
+    "random_streams.twin_uniform_int": ("tensorflow.python.ops.gen_random_ops.random_uniform_int",),
     "hooks.Saver": ("tensorflow.compat.v1.train.Saver",
                     "tensorflow.python.training.saver.Saver"),
     "cluster.local_devices": ("tensorflow.python.distribute.collective_all_reduce_strategy."
@@ -149,6 +154,10 @@ _SCOPED = [p for p in _tf_patches.PATCHES if p.kind == _tf_patches.SCOPED]
 # What each scoped patch's builder takes (see the owning module's builder).
 _SCOPED_ARGS = {
     "random_streams.explicit_seeds": lambda: (),
+    "random_streams.twin_uniform": lambda: (),
+    "random_streams.twin_normal": lambda: (),
+    "random_streams.twin_truncated_normal": lambda: (),
+    "random_streams.twin_uniform_int": lambda: (),
     "hub_support.try_get_state_scope": lambda: (),
     "hub_support.init_state": lambda: (),
     "hub_support.create_apply_graph": lambda: (),

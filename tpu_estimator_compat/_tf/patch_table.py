@@ -70,6 +70,15 @@ _WRITE_ORDER_WHY = (
     "a value computes when it is written, and every variable write in a graph reaches this "
     "op wrapper; no public hook sees a write being made.")
 
+# Shared by the four `random_streams.twin_*` patches (one per random op wrapper).
+_TWIN_WHY = (
+    "Legacy's new graph per call restarted every seeded {op} stream at each call; a "
+    "compiled loop's {op} kernel keeps its stream, and only new kernels (the loop "
+    "instantiated again, Grappler included) restart it. While a loop is traced, a seeded "
+    "{op} is built as its stateful twin drawing the same bits from a generator state in a "
+    "variable, which each call sets back (`_tf/random_streams.py`). tf.random and "
+    "tf.nn.dropout make the op through this wrapper; no public API builds one there.")
+
 PATCHES: tuple[Patch, ...] = (
     # -- cross_shard: TPU cross-replica primitives on any tf.distribute strategy.
     Patch(
@@ -492,6 +501,34 @@ PATCHES: tuple[Patch, ...] = (
             "which every TensorFlow random op calls for its seeds, while input_fn runs.",
         build="tpu_estimator_compat._tf.random_streams:watched_get_seed",
         signature="(op_seed)"),
+    Patch(
+        name="random_streams.twin_uniform",
+        kind=SCOPED,
+        target="tensorflow.python.ops.gen_random_ops.random_uniform",
+        why=_TWIN_WHY.format(op="RandomUniform"),
+        build="tpu_estimator_compat._tf.random_streams:twin_uniform",
+        signature="(shape: Annotated[Any, ~TV_RandomUniform_T], dtype: ~TV_RandomUniform_dtype, seed: int = 0, seed2: int = 0, name=None) -> Annotated[Any, ~TV_RandomUniform_dtype]"),
+    Patch(
+        name="random_streams.twin_normal",
+        kind=SCOPED,
+        target="tensorflow.python.ops.gen_random_ops.random_standard_normal",
+        why=_TWIN_WHY.format(op="RandomStandardNormal"),
+        build="tpu_estimator_compat._tf.random_streams:twin_normal",
+        signature="(shape: Annotated[Any, ~TV_RandomStandardNormal_T], dtype: ~TV_RandomStandardNormal_dtype, seed: int = 0, seed2: int = 0, name=None) -> Annotated[Any, ~TV_RandomStandardNormal_dtype]"),
+    Patch(
+        name="random_streams.twin_truncated_normal",
+        kind=SCOPED,
+        target="tensorflow.python.ops.gen_random_ops.truncated_normal",
+        why=_TWIN_WHY.format(op="TruncatedNormal"),
+        build="tpu_estimator_compat._tf.random_streams:twin_truncated_normal",
+        signature="(shape: Annotated[Any, ~TV_TruncatedNormal_T], dtype: ~TV_TruncatedNormal_dtype, seed: int = 0, seed2: int = 0, name=None) -> Annotated[Any, ~TV_TruncatedNormal_dtype]"),
+    Patch(
+        name="random_streams.twin_uniform_int",
+        kind=SCOPED,
+        target="tensorflow.python.ops.gen_random_ops.random_uniform_int",
+        why=_TWIN_WHY.format(op="RandomUniformInt"),
+        build="tpu_estimator_compat._tf.random_streams:twin_uniform_int",
+        signature="(shape: Annotated[Any, ~TV_RandomUniformInt_T], minval: Annotated[Any, ~TV_RandomUniformInt_Tout], maxval: Annotated[Any, ~TV_RandomUniformInt_Tout], seed: int = 0, seed2: int = 0, name=None) -> Annotated[Any, ~TV_RandomUniformInt_Tout]"),
     Patch(
         name="hooks.global_step_read",
         kind=SCOPED,

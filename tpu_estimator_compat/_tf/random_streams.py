@@ -30,22 +30,51 @@ then `add_function_def` with its definition, which `ConcreteFunction` keeps on i
 tf_keras seeds its own generator in `tf.keras.utils.set_random_seed`
 (`tf_keras.src.backend._SEED_GENERATOR`, thread-local), which `seed_host_generators` sets
 as that function does, without its `tf.random.set_seed`.
+
+Most loops need no new kernels at all: while `random_op_twins` is open (around the trace of
+every compiled loop, `plumbing.Dispatch`), a seeded stateful random op of the four kinds
+model code draws from (`RandomUniform`, `RandomStandardNormal`, `TruncatedNormal`,
+`RandomUniformInt`: dropout, noise, random crops) is built as its twin that keeps its
+generator state in a variable (`StatefulUniform`, `StatefulStandardNormalV2`,
+`StatefulTruncatedNormal`, `StatefulUniformInt`, Philox). The kernel of `RandomUniform(seed,
+seed2)` starts Philox with key `seed` and counter `seed2 << 64` and skips 256 samples per
+output at every run; the twin fed the state `[0, seed2, seed]` draws the same bits and
+advances its state by the same skip (tests/test_random_streams.py compares them over runs,
+shapes, dtypes and seeds). Each op built gets its own state variable, on its own device
+(each replica's op had its own kernel), so restarting a call's streams is assigning the
+start states back (`note_function`), and TensorFlow keeps the loop's kernels. Ops with no
+such twin (RandomShuffle, Multinomial, RandomGamma, ...), unseeded ones (seeds 0 and 0: a
+kernel seeded at random), ops outside CPU devices (the bit equality was shown for the CPU
+kernels) and functions run by TPU or parameter-server strategies keep the original op and
+the new kernels above. Why private: the ops' Python wrappers are patched
+(`random_streams.twin_*`, the only place every `tf.random`/`tf.nn.dropout` op is made), the
+twins have no public API taking a state variable, the state is a bare `ResourceVariable`
+(`tf.Variable` would go through the strategy's and the library's variable creators, and
+into checkpoints), and the function graph a twin belongs to is found through
+`FuncGraph.outer_graph`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
 import sys
 import threading
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context as _context
+from tensorflow.python.framework import func_graph as _func_graph
 from tensorflow.python.framework import op_def_registry as _op_def_registry
+from tensorflow.python.framework import ops as _ops
+from tensorflow.python.ops import gen_stateful_random_ops as _gen_stateful
+from tensorflow.python.ops import resource_variable_ops as _resource_variable_ops
+
+from tpu_estimator_compat._tf import patches as _tf_patches
 
 _HELPERS = (os.path.join("eager", "context.py"), os.path.join("framework", "random_seed.py"))
 _TF_DATA = os.sep + os.path.join("tensorflow", "python", "data") + os.sep
@@ -60,6 +89,7 @@ class _State:
     # `note_streams`).
     resets: int = 0  # Functions given new kernels (`note_function`), for tests and logs.
     clears: int = 0  # Full cache clears by `restart`.
+    rewinds: int = 0  # Functions whose twins' states were set back to their starts.
 
 
 _state = _State()
@@ -107,16 +137,23 @@ def holds_stateful_random_ops(concrete_fn: Any) -> bool:
 
 
 def note_function(concrete_fn: Any) -> bool:
-    """`concrete_fn` is about to run. If it holds random kernels that ran in an earlier
-    call and this call is seeded, it gets new kernels first (its streams start afresh).
-    Returns whether it did."""
+    """`concrete_fn` is about to run. If this call is seeded and it did not run yet in this
+    call, its twins' streams start afresh (`random_op_twins`), and if it holds random
+    kernels that ran in an earlier call, it gets new kernels (their streams start afresh).
+    Returns whether it got new kernels."""
     with _lock:
         last = _last_run.get(concrete_fn)
         generation = _state.generation
         if last == generation:
             return False
         _last_run[concrete_fn] = generation
-        if (last is None or last < _state.cleared_at or not _state.seeded
+        if not _state.seeded:
+            return False
+        streams = _twin_streams.get(concrete_fn.graph)
+        if streams:
+            _rewind(streams)
+            _state.rewinds += 1
+        if (last is None or last < _state.cleared_at
                 or not holds_stateful_random_ops(concrete_fn)):
             return False
         _new_kernels(concrete_fn)
@@ -184,10 +221,10 @@ def restart(seed: int | None, fresh: bool = False) -> bool:
     return clear
 
 
-def counts() -> tuple[int, int]:
-    """(functions given new kernels, full cache clears) so far: what `restart` and
-    `note_function` cost, for logs and tests."""
-    return _state.resets, _state.clears
+def counts() -> tuple[int, int, int]:
+    """(functions given new kernels, full cache clears, functions whose twins were set back)
+    so far: what `restart` and `note_function` cost, for logs and tests."""
+    return _state.resets, _state.clears, _state.rewinds
 
 
 def seed_host_generators(seed: int) -> None:
@@ -203,3 +240,125 @@ def seed_host_generators(seed: int) -> None:
     backend = sys.modules.get("tf_keras.src.backend")
     if backend is not None:
         backend._SEED_GENERATOR.generator = random.Random(seed)  # pylint: disable=protected-access
+
+
+# -- Twins: stateful random ops whose generator state is a variable ----------------------
+
+_PHILOX = 1  # `tf.random.Algorithm.PHILOX`, the generator of the stateful random kernels.
+_FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+_TWIN_PATCHES = ("random_streams.twin_uniform", "random_streams.twin_normal",
+                 "random_streams.twin_truncated_normal", "random_streams.twin_uniform_int")
+# Per traced function graph (the outermost one: a concrete function's `graph`): the
+# generator states of the twins built in it, with their start values.
+_twin_streams: "weakref.WeakKeyDictionary[Any, list[_Stream]]" = weakref.WeakKeyDictionary()
+
+
+@dataclasses.dataclass(eq=False)
+class _Stream:
+    """One twin's generator state (`[counter low, counter high, key]`) and its start."""
+
+    variable: Any
+    start: np.ndarray
+
+
+@contextlib.contextmanager
+def random_op_twins() -> Iterator[None]:
+    """Inside (around a compiled loop's trace, on any thread tracing it): seeded stateful
+    random ops of the four kinds are built as twins with a generator state of their own
+    (see the module docstring). A random op traced by another function while this is open
+    (on another thread) may be built as a twin too: its stream then continues across calls,
+    as a cached kernel's did."""
+    with contextlib.ExitStack() as stack:
+        for name in _TWIN_PATCHES:
+            stack.enter_context(_tf_patches.applied(name))
+        yield
+
+
+def _rewind(streams: list[_Stream]) -> None:
+    """Sets each twin's state back to its start (eagerly: the function is not running)."""
+    with _context.eager_mode():  # Also under a TF1 script's disable_eager_execution().
+        for stream in streams:
+            stream.variable.assign(stream.start)
+
+
+def _outermost_function_graph(graph: Any) -> Any:
+    outermost = None
+    while isinstance(graph, _func_graph.FuncGraph):
+        outermost, graph = graph, graph.outer_graph
+    return outermost
+
+
+def _excluded_strategy() -> bool:
+    """Whether the op is traced for a TPU or parameter-server strategy (whose functions run
+    on devices or tasks where this process's eager variables do not live)."""
+    strategy = tf.distribute.get_strategy()
+    excluded = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy,
+                tf.compat.v1.distribute.experimental.TPUStrategy,
+                tf.distribute.experimental.ParameterServerStrategy,
+                tf.compat.v1.distribute.experimental.ParameterServerStrategy)
+    return isinstance(strategy, excluded)
+
+
+def _stream_for(seed: int, seed2: int, dtype: Any) -> Any:
+    """The handle of a new twin state for an op being traced with `seed`, `seed2`, or None
+    when the op keeps its stateful kernel (see the module docstring)."""
+    seed, seed2 = seed or 0, seed2 or 0  # None is 0, as the op wrappers read it.
+    if ((seed == 0 and seed2 == 0) or tf.executing_eagerly()
+            or tf.as_dtype(dtype) not in _FLOATS + (tf.int32, tf.int64)):
+        return None
+    graph = _outermost_function_graph(_ops.get_default_graph())
+    if graph is None or _excluded_strategy():
+        return None
+    start = np.array([0, seed2, seed], np.int64)
+    with tf.init_scope():  # On the op's device: the innermost device the trace set.
+        if not tf.executing_eagerly():  # A TF1 graph around: its variables need an init.
+            return None
+        variable = _resource_variable_ops.ResourceVariable(
+            start, trainable=False, name="random_stream")
+    if tf.DeviceSpec.from_string(variable.device).device_type != "CPU":
+        return None
+    with _lock:
+        _twin_streams.setdefault(graph, []).append(_Stream(variable, start))
+    return variable.handle
+
+
+def _twin_of(original: Any, twin: Any) -> Any:
+    """The wrapper of a float random op (`shape, dtype, seed, seed2`) building `twin`."""
+
+    def random_op(shape: Any, dtype: Any, seed: int = 0, seed2: int = 0,
+                  name: Any = None) -> Any:
+        handle = _stream_for(seed, seed2, dtype)
+        if handle is None:
+            return original(shape, dtype, seed=seed, seed2=seed2, name=name)
+        return twin(handle, _PHILOX, shape, dtype=dtype, name=name)
+
+    return random_op
+
+
+def twin_uniform(original: Any) -> Any:
+    """The replacement of patch `random_streams.twin_uniform` (`RandomUniform`)."""
+    return _twin_of(original, _gen_stateful.stateful_uniform)
+
+
+def twin_normal(original: Any) -> Any:
+    """The replacement of patch `random_streams.twin_normal` (`RandomStandardNormal`)."""
+    return _twin_of(original, _gen_stateful.stateful_standard_normal_v2)
+
+
+def twin_truncated_normal(original: Any) -> Any:
+    """The replacement of patch `random_streams.twin_truncated_normal` (`TruncatedNormal`)."""
+    return _twin_of(original, _gen_stateful.stateful_truncated_normal)
+
+
+def twin_uniform_int(original: Any) -> Any:
+    """The replacement of patch `random_streams.twin_uniform_int` (`RandomUniformInt`)."""
+
+    def random_uniform_int(shape: Any, minval: Any, maxval: Any, seed: int = 0,
+                           seed2: int = 0, name: Any = None) -> Any:
+        handle = _stream_for(seed, seed2, getattr(minval, "dtype", tf.int64))
+        if handle is None:
+            return original(shape, minval, maxval, seed=seed, seed2=seed2, name=name)
+        return _gen_stateful.stateful_uniform_int(handle, _PHILOX, shape, minval, maxval,
+                                                  name=name)
+
+    return random_uniform_int

@@ -53,7 +53,9 @@ class Dispatch:
         """The concrete function for `iterator` (tracing it on first use)."""
         if self._concrete is None or self._iterator() is not iterator:
             args = (iterator, COUNT_SPEC) if self._counted else (iterator,)
-            self._concrete = self._fn.get_concrete_function(*args)
+            # Seeded random ops keep their streams in variables a call can set back.
+            with random_streams.random_op_twins():
+                self._concrete = self._fn.get_concrete_function(*args)
             self._iterator = weakref.ref(iterator)
             self._flat = {}
             weakref.finalize(iterator, self._flat.clear)

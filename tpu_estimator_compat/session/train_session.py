@@ -163,10 +163,11 @@ class TrainSession:
                    iterator: Any) -> contextlib.AbstractContextManager:
         """Inside: the train function is prepared for this call's iterator on another thread.
 
-        A model whose loop holds stateful random ops (dropout) gets new kernels for it at
-        every seeded call, so its streams start afresh as in legacy's new graph
-        (`_tf/random_streams.py`), and TensorFlow instantiates the function again, Grappler
-        included; so does a call that initialises variables. That overlaps what the call
+        A model whose loop holds stateful random ops with no twin (RandomShuffle,
+        Multinomial, ...; dropout's are twins whose streams a call sets back) gets new
+        kernels for it at every seeded call, so its streams start afresh as in legacy's new
+        graph (`_tf/random_streams.py`), and TensorFlow instantiates the function again,
+        Grappler included; so does a call that initialises variables. That overlaps what the call
         does before its first step and needs no input: the restore (or a fresh model's
         initialisation) and the first checkpoint (`loop.train_loop.compiling`). Not on parameter servers or several clients, where
         a call is not one local function.
