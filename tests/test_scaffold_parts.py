@@ -219,3 +219,18 @@ def test_a_scaffold_fn_saver_writes_the_checkpoints_in_training(tmp_path):
         "model.ckpt-2.index"]
     assert sorted(tf.train.load_checkpoint(str(tmp_path)).get_variable_to_shape_map()) == [
         "global_step", "renamed/w"]
+
+
+def test_a_scaffolds_own_ops_are_named_as_not_run(caplog):
+    """Legacy's session manager ran a Scaffold's init_op, ready_op and local_init_op; here
+    there is no session, and a warning names the pieces a model_fn set."""
+    with tf.Graph().as_default():
+        op = tf.no_op()
+        parts = scaffold_parts.ScaffoldParts.of(
+            v1.train.Scaffold(init_op=op, local_init_op=op))
+    assert parts.unrun == ("init_op", "local_init_op")
+    assert scaffold_parts.ScaffoldParts.of(v1.train.Scaffold()).unrun == ()
+    with caplog.at_level("WARNING", logger="absl"):
+        parts.warn_unrun()
+    assert any("sets init_op, local_init_op, which tpu_estimator_compat does not run"
+               in r.getMessage() for r in caplog.records)

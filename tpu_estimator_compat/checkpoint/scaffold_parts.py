@@ -42,19 +42,40 @@ from tpu_estimator_compat.checkpoint import object_based
 from tpu_estimator_compat.checkpoint import warm_start as warm_start_lib
 
 
+# The Scaffold pieces that are graph ops legacy's session manager ran; there is no session
+# to run them here (`ScaffoldParts.warn_unrun`).
+_OP_PIECES = ("init_op", "init_feed_dict", "ready_op", "ready_for_local_init_op",
+              "local_init_op", "local_init_feed_dict")
+
+
 @dataclasses.dataclass(frozen=True)
 class ScaffoldParts:
     """What a run uses of model_fn's Scaffold."""
 
     saver: Any = None  # Its `saver` as given (recorded, object-based, or another object).
     init_fn_scaffold: Any = None  # The Scaffold itself when it has an `init_fn`.
+    unrun: tuple[str, ...] = ()  # The op pieces it sets (`_OP_PIECES`).
 
     @classmethod
     def of(cls, scaffold: Any) -> "ScaffoldParts":
         if scaffold is None:
             return cls()
         init_fn = getattr(scaffold, "init_fn", None)
-        return cls(getattr(scaffold, "saver", None), scaffold if init_fn is not None else None)
+        unrun = tuple(name for name in _OP_PIECES if getattr(scaffold, name, None) is not None)
+        return cls(getattr(scaffold, "saver", None), scaffold if init_fn is not None else None,
+                   unrun)
+
+    def warn_unrun(self) -> None:
+        """Says that the Scaffold's own init and ready ops are not run, and what stands in."""
+        if self.unrun:
+            logging.warning(
+                "model_fn's Scaffold sets %s, which tpu_estimator_compat does not run (there "
+                "is no TF1 session): variables get their initial values when they are "
+                "created, init_from_checkpoint and warm start set theirs, and local variables "
+                "and lookup tables are initialised by the engine, as the default ops did. "
+                "Ops there that assign other values have no effect; do that in "
+                "Scaffold(init_fn=...) through a Saver's restore, or with "
+                "init_from_checkpoint.", ", ".join(self.unrun))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -395,11 +395,12 @@ def _restore(runtime: runtime_lib.Runtime, record: replica_step.TraceRecord,
     variables fresh. Local variables (metric accumulators) start at zero.
     """
     saver_map = None
-    parts = scaffold_parts.ScaffoldParts(record.scaffold_saver, record.init_fn_scaffold)
+    parts = scaffold_parts.ScaffoldParts.of(record.scaffold)
     if record.scaffold_fn is not None:  # Its Scaffold's parts, as legacy passed them on.
         with runtime.registry.in_collections():
             scaffold, saver_map = warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan)
         parts = scaffold_parts.ScaffoldParts.of(scaffold)
+    parts.warn_unrun()
     object_saver = object_based.object_saver(parts.saver)
     if saver_map is None and record.saver is not None and object_saver is None:
         # An EstimatorSpec's `Scaffold(saver=Saver(var_list))` (legacy's CPU path).

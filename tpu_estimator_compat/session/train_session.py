@@ -146,7 +146,8 @@ class TrainSession:
                 parts = scaffold_parts.ScaffoldParts.of(
                     warm_start_lib.call_scaffold_fn(record.scaffold_fn, init_plan))
         else:
-            parts = scaffold_parts.ScaffoldParts(record.scaffold_saver, record.init_fn_scaffold)
+            parts = scaffold_parts.ScaffoldParts.of(record.scaffold)
+        parts.warn_unrun()
         registry = self._runtime.registry
         writer = scaffold_parts.training_saver(
             parts.saver, registry.by_name(), registry.optional_names(),
