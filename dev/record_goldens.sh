@@ -41,6 +41,8 @@
 #  - the checkpoints of model_fns whose Scaffold saver is object-based (a tf.train.Checkpoint,
 #    model_to_estimator's default format): keys, shapes, object-graph attributes
 #    (tests/legacy_recorder/object_checkpoints.py -> tests/goldens/object_checkpoints/).
+#  - a Scaffold's init_fn (when it runs, what it restores) and a Scaffold Saver's var_list in
+#    training (tests/legacy_recorder/scaffold_parts.py -> tests/goldens/scaffold_parts/).
 # The default test run reads the goldens and never needs the legacy venv.
 #
 # --variant: the legacy stack rounds Eigen's conv kernels differently on another CPU kind, so
@@ -89,5 +91,6 @@ if [ -z "$models" ]; then
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/keras_to_estimator.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/canned_mirrored.py
   TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/object_checkpoints.py
+  TF_ENABLE_ONEDNN_OPTS=0 .venv-legacy/bin/python tests/legacy_recorder/scaffold_parts.py
 fi
 du -sh tests/goldens

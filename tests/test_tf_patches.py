@@ -110,7 +110,8 @@ PATCHED_SYMBOLS = {
     "cross_shard.in_xla_context":
         ("tensorflow.python.ops.control_flow_util.IsInXLAContext",),
     "warm_start.init_from_checkpoint": ("tensorflow.compat.v1.train.init_from_checkpoint",),
-    "warm_start.Saver": ("tensorflow.compat.v1.train.Saver",),
+    "warm_start.Saver": ("tensorflow.compat.v1.train.Saver",
+                         "tensorflow.python.training.saver.Saver"),
     "hooks.global_step_read":
         ("tensorflow.python.training.training_util._get_or_create_global_step_read",),
     "inputs.iterator_get_next":

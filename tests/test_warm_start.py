@@ -117,15 +117,21 @@ def test_init_from_checkpoint_ignored_when_model_dir_has_checkpoint(tmp_path, st
     np.testing.assert_array_equal(w, np.zeros([64, 10], np.float32))
 
 
-def test_scaffold_with_init_fn_is_a_clear_error(tmp_path):
+def test_scaffold_fn_init_fn_runs_for_a_fresh_model_only(tmp_path):
+    """Legacy's session manager ran it once, for the session that restored no checkpoint
+    (tests/test_scaffold_parts.py checks what it restores against legacy's)."""
+    calls = []
+
     def model_fn(features, labels, mode, params):
         spec = encoder_model_fn(features, labels, mode, dict(params, where="x"))
-        return spec._replace(scaffold_fn=lambda: v1.train.Scaffold(init_fn=lambda s, sess: 0))
+        return spec._replace(scaffold_fn=lambda: v1.train.Scaffold(
+            init_fn=lambda scaffold, session: calls.append(session)))
 
     est = TPUEstimator(model_fn=model_fn, config=RunConfig(model_dir=str(tmp_path)),
                        use_tpu=False, train_batch_size=64)
-    with pytest.raises(NotImplementedError, match=r"Scaffold with `init_fn`"):
-        est.train(models.digits_input_fn(64, flat=True), steps=1)
+    est.train(models.digits_input_fn(64, flat=True), steps=1)
+    est.train(models.digits_input_fn(64, flat=True), steps=1)
+    assert len(calls) == 1 and hasattr(calls[0], "run")
 
 
 @pytest.mark.slow_cases('mirrored8-<lambda>0')

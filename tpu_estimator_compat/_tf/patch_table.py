@@ -451,8 +451,12 @@ PATCHES: tuple[Patch, ...] = (
         name="warm_start.Saver",
         kind=SCOPED,
         target="tensorflow.compat.v1.train.Saver",
-        why="A scaffold_fn's Saver(var_list) only needs its var_list kept; a real v1 Saver "
-            "cannot be built outside a graph.",
+        also=("tensorflow.python.training.saver.Saver",),
+        why="A Saver(var_list) built in model_fn or scaffold_fn only needs its settings "
+            "kept (the Scaffold's saver writes the checkpoints; an init_fn restores through "
+            "it, also tf_slim's `assign_from_checkpoint_fn`, which calls the saver module's "
+            "class): a real v1 Saver cannot be built outside a graph, and in a traced step "
+            "its restore ops would run at every step.",
         build="tpu_estimator_compat.checkpoint.warm_start:recording_saver"),
     Patch(
         name="hooks.Saver",

@@ -87,7 +87,7 @@ class InMemoryEvaluatorHook(_v1.train.SessionRunHook):
             self._input_fn, self._hooks, self._steps, self._name))
         record = evaluation.record
         why = ("custom saver" if record.saver is not None else
-               "custom init_fn" if record.scaffold_init_fn is not None else None)
+               "custom init_fn" if getattr(record.scaffold, "init_fn", None) else None)
         if why is not None:
             eager_scope.on_own_thread(_ENTRY, evaluation.close)
             raise ValueError(

@@ -382,7 +382,7 @@ class CheckpointManager:
                  keep_checkpoint_every_n_hours: float | None = 10000,
                  basename: str = "model.ckpt",
                  clock: Callable[[], float] = time.time,
-                 sync: WorkerSync | None = None) -> None:
+                 sync: WorkerSync | None = None, pad_step_number: bool = False) -> None:
         """Recovers the checkpoint list of `model_dir`.
 
         Args:
@@ -395,6 +395,8 @@ class CheckpointManager:
             clock: Wall-clock seconds since the epoch (injectable for tests); the timestamps
                 are compared with file mtimes after a restart, so it must be wall time.
             sync: For a model_dir shared by several worker processes; None on one process.
+            pad_step_number: Steps in file names as 8 digits (`model.ckpt-00000100`), as a
+                TF1 `Saver(pad_step_number=True)` wrote them.
 
         Raises:
             ValueError: a negative `keep_checkpoint_max`, a non-positive
@@ -428,6 +430,7 @@ class CheckpointManager:
         self._basename = basename
         self._clock = clock
         self._sync = sync
+        self._step_format = "{:08d}" if pad_step_number else "{}"
         self._last_preserved = clock()
         self._next_keep_time = (None if self._every_n_secs is None
                                 else self._last_preserved + self._every_n_secs)
@@ -439,7 +442,8 @@ class CheckpointManager:
 
     def checkpoint_path(self, global_step: int) -> str:
         """The prefix a checkpoint of `global_step` has: `model_dir/<basename>-<step>`."""
-        return os.path.join(self._model_dir, f"{self._basename}-{_as_step(global_step)}")
+        step = self._step_format.format(_as_step(global_step))
+        return os.path.join(self._model_dir, f"{self._basename}-{step}")
 
     def latest_checkpoint(self) -> str | None:
         """The prefix the state file names as latest, if its index file exists.

@@ -6,9 +6,9 @@ TF1 expressed all three as *initializers*: they decide a variable's value only w
 * `tf.compat.v1.train.init_from_checkpoint` calls made while the model_fn is traced or while
   `scaffold_fn` runs are recorded (the function is swapped for a recorder only inside
   `capture_init_from_checkpoint`), and `InitPlan.apply` assigns the values afterwards;
-* `scaffold_fn` is called once on the host after the variables exist (legacy called it on the
-  host too); a returned Scaffold with `init_fn` is refused (it needs a TF1 session); a
-  `saver` is honoured by evaluate/predict (the EMA-restore pattern) and refused in training;
+* `scaffold_fn` is called on the host after the variables exist (legacy called it on the
+  host too), at every train/evaluate/predict call as legacy built every graph; what its
+  Scaffold's `saver` and `init_fn` do is `scaffold_parts.py`'s;
 * `warm_start_from` (a path or `WarmStartSettings`) is resolved against the v1 names.
 
 The estimator applies the plan only when it starts from no checkpoint. This module knows the
@@ -215,22 +215,31 @@ def _variables_built_so_far() -> frozenset[str] | None:
 class _RecordingSaver:
     """Stands in for `tf.compat.v1.train.Saver` while scaffold_fn or model_fn runs.
 
-    Keeps `var_list` and the retention arguments (`max_to_keep`,
-    `keep_checkpoint_every_n_hours`, positional or not), and builds no ops: inside a traced
-    step a real Saver's restore ops would run at every step. Without a `var_list` it keeps
-    the global variables that exist when it is made, the list a TF1 Saver built over.
-    `saver_def` and `restore(sess, save_path)` serve code that reads a Saver's description
-    or wraps the Saver (estimator_test's `Mock(wraps=Saver(), saver_def=...)`).
+    Keeps `var_list` and the arguments that shape what a Saver writes (`max_to_keep`,
+    `keep_checkpoint_every_n_hours`, `sharded`, `write_version`, `pad_step_number`,
+    positional or not), and builds no ops: inside a traced step a real Saver's restore ops
+    would run at every step. Without a `var_list` it keeps the global variables that exist
+    when it is made, the list a TF1 Saver built over. `saver_def` and `restore(sess,
+    save_path)` serve code that reads a Saver's description or wraps the Saver
+    (estimator_test's `Mock(wraps=Saver(), saver_def=...)`); `restore` is also what a
+    `Scaffold(init_fn=...)` calls (`checkpoint/scaffold_parts.py`).
     """
 
     def __init__(self, var_list: Any = None, reshape: bool = False, sharded: bool = False,
                  max_to_keep: int | None = 5, keep_checkpoint_every_n_hours: float = 10000.0,
-                 *args: Any, **kwargs: Any) -> None:
-        del reshape, args, kwargs
+                 name: str | None = None, restore_sequentially: bool = False,
+                 saver_def: Any = None, builder: Any = None, defer_build: bool = False,
+                 allow_empty: bool = False,
+                 write_version: int = tf.compat.v1.train.SaverDef.V2,
+                 pad_step_number: bool = False, *args: Any, **kwargs: Any) -> None:
+        del reshape, name, restore_sequentially, saver_def, builder, defer_build, args, kwargs
         self.var_list = var_list
         self.max_to_keep = max_to_keep
         self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
         self.sharded = bool(sharded)
+        self.allow_empty = bool(allow_empty)
+        self.write_version = write_version
+        self.pad_step_number = bool(pad_step_number)
         self._built_over = (list(tf.compat.v1.global_variables()) if var_list is None
                             else None)
 
@@ -240,19 +249,36 @@ class _RecordingSaver:
         return tf.compat.v1.train.SaverDef(
             max_to_keep=self.max_to_keep or 0,
             keep_checkpoint_every_n_hours=self.keep_checkpoint_every_n_hours,
-            sharded=self.sharded, version=tf.compat.v1.train.SaverDef.V2)
+            sharded=self.sharded, version=self.write_version)
+
+    def build(self) -> None:
+        """`Saver.build()` made the save and restore ops; this Saver has none to make (its
+        restore assigns the variables on the host)."""
 
     def restore(self, sess: Any, save_path: str) -> None:
-        """Restores its variables from `save_path` on the host; `sess` is unused (None)."""
+        """Restores its variables from `save_path` on the host; `sess` is unused (None or
+        the session stand-in a Scaffold's init_fn gets)."""
         del sess  # There is no TF1 session: the variables are assigned eagerly.
-        restore_through_map(save_path, saver_var_map(
-            self.var_list if self.var_list is not None else self._built_over))
+        with tf.init_scope():
+            restore_through_map(save_path, saver_var_map(
+                self.var_list if self.var_list is not None else self._built_over))
 
 
 def is_saver_like(saver: Any) -> bool:
     """A Scaffold `saver` that is neither recorded here nor object-based, with `restore`."""
     return (saver is not None and not isinstance(saver, (_RecordingSaver, tf.train.Checkpoint))
             and callable(getattr(saver, "restore", None)))
+
+
+def is_recorded_saver(saver: Any) -> bool:
+    """A Saver built while model_fn or scaffold_fn ran (recorded, not built)."""
+    return isinstance(saver, _RecordingSaver)
+
+
+def saver_over(var_list: Any) -> _RecordingSaver:
+    """A recorded Saver over `var_list` (`{checkpoint name: variable}` or variables), as if
+    built in model_fn: what a Scaffold's default Saver restores through."""
+    return _RecordingSaver(var_list)
 
 
 def recorded_saver(scaffold: Any) -> _RecordingSaver | None:
@@ -267,35 +293,28 @@ def recording_saver(original: Any) -> type:
     return _RecordingSaver
 
 
-def run_scaffold_fn(scaffold_fn: Any, plan: InitPlan, *,
-                    allow_saver: bool = False) -> dict[str, Any] | None:
-    """Calls a TPUEstimatorSpec's scaffold_fn on the host, recording its init calls.
+def call_scaffold_fn(scaffold_fn: Any, plan: InitPlan) -> Any:
+    """Calls a TPUEstimatorSpec's scaffold_fn on the host, recording its init calls; returns
+    its Scaffold (or None).
 
-    Returns the `{checkpoint name: variable}` map of a returned Scaffold's `saver`, which
-    evaluation and prediction restore through (the EMA pattern:
-    `Scaffold(saver=Saver(ema.variables_to_restore()))`); training refuses a saver.
-    `ema.variables_to_restore()` may be called in scaffold_fn itself, as efficientdet does:
-    legacy ran scaffold_fn in model_fn's graph, so it names the variables as in model_fn.
+    Legacy called scaffold_fn when it built each graph, after model_fn; its
+    `init_from_checkpoint` calls went into `plan` (applied to a fresh model only), and a
+    Saver it builds is recorded (`_RecordingSaver`). `ema.variables_to_restore()` may be
+    called in scaffold_fn itself, as efficientdet does: legacy ran scaffold_fn in model_fn's
+    graph, so it names the variables as in model_fn.
     """
     with _tf_patches.applied("warm_start.Saver"), variables_lib.ema_restore_by_name(), \
             capture_init_from_checkpoint(plan):
-        scaffold = scaffold_fn()
-    if scaffold is None:
-        return None
-    if getattr(scaffold, "init_fn", None) is not None:
-        raise NotImplementedError(
-            "scaffold_fn returned a Scaffold with `init_fn`, which needs a TF1 session. "
-            "Call `tf.compat.v1.train.init_from_checkpoint(...)` inside scaffold_fn instead, "
-            "or pass `warm_start_from` to TPUEstimator.")
-    saver = getattr(scaffold, "saver", None)  # Scaffold's public property: its `saver` arg.
-    if saver is None:
-        return None
-    if not allow_saver or not isinstance(saver, _RecordingSaver):
-        raise NotImplementedError(
-            "scaffold_fn returned a Scaffold with a `saver` for training; "
-            "tpu_estimator_compat saves checkpoints itself under the v1 variable names. "
-            "A saver is honoured for evaluate/predict only (e.g. to restore EMA weights).")
-    return saver_var_map(saver.var_list or [])
+        return scaffold_fn()
+
+
+def run_scaffold_fn(scaffold_fn: Any, plan: InitPlan) -> tuple[Any, dict[str, Any] | None]:
+    """`call_scaffold_fn` for evaluation and prediction: (the Scaffold, the `{checkpoint name:
+    variable}` map of its `saver`), which they restore through (the EMA pattern:
+    `Scaffold(saver=Saver(ema.variables_to_restore()))`); None without a recorded saver."""
+    scaffold = call_scaffold_fn(scaffold_fn, plan)
+    saver = recorded_saver(scaffold)
+    return scaffold, (saver_var_map(saver.var_list or []) if saver is not None else None)
 
 
 def saver_var_map(var_list: Any) -> dict[str, Any]:

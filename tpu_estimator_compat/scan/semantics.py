@@ -31,8 +31,11 @@ SEMANTICS: dict[str, tuple[str, str]] = {
         "replicas raises (its padding rows would be counted): give full batches or use "
         "`TPUEstimatorSpec(eval_metrics=...)` there. migration_guide/features.md")),
     "scaffold_init_fn": (LIMIT, (
-        "`Scaffold(init_fn=...)` needs a TF1 session and is refused: use "
-        "`init_from_checkpoint` or `warm_start_from`. migration_guide/features.md")),
+        "`Scaffold(init_fn=...)`: runs once for a fresh model (no checkpoint restored), as "
+        "legacy's; its `session` restores a Saver's var_list (`saver.restore(session, "
+        "path)`, tf_slim's `assign_from_checkpoint_fn`) and reads variables, and refuses ops "
+        "of model_fn's graph (`session.run(assign_op, feed_dict)`). "
+        "migration_guide/features.md")),
     "iterations_per_loop_seconds": (LIMIT, (
         "`iterations_per_loop` in seconds ('30s') parses but `train()` refuses it: loops are "
         "step-counted. migration_guide/features.md")),

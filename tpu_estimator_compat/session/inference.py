@@ -28,6 +28,7 @@ import tensorflow as tf
 from tpu_estimator_compat.summary import background as background_lib
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
 from tpu_estimator_compat.checkpoint import object_based
+from tpu_estimator_compat.checkpoint import scaffold_parts
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.v1_state import graph_names
 from tpu_estimator_compat.loop import hooks as hooks_lib
@@ -390,15 +391,17 @@ def _restore(runtime: runtime_lib.Runtime, record: replica_step.TraceRecord,
     init_from_checkpoint had set to the mapped checkpoint's values (canine/tydiqa predicts
     from --init_checkpoint this way), then from `warm_start_from` (legacy's
     `_maybe_warm_start` in evaluate and predict: `model_to_estimator` evaluates the Keras
-    weights before any training): the runtime is new, its variables fresh. Local
-    variables (metric accumulators) start at zero.
+    weights before any training), then the Scaffold's init_fn: the runtime is new, its
+    variables fresh. Local variables (metric accumulators) start at zero.
     """
     saver_map = None
-    if record.scaffold_fn is not None:
+    parts = scaffold_parts.ScaffoldParts.of(record.scaffold)
+    if record.scaffold_fn is not None:  # Its Scaffold's parts, as legacy passed them on.
         with runtime.registry.in_collections():
-            saver_map = warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan,
-                                                       allow_saver=True)
-    object_saver = object_based.object_saver(record.scaffold_saver)
+            scaffold, saver_map = warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan)
+        parts = scaffold_parts.ScaffoldParts.of(scaffold)
+    parts.warn_unrun()
+    object_saver = object_based.object_saver(parts.saver)
     if saver_map is None and record.saver is not None and object_saver is None:
         # An EstimatorSpec's `Scaffold(saver=Saver(var_list))` (legacy's CPU path).
         saver_map = warm_start_lib.saver_var_map(record.saver.var_list or [])
@@ -406,10 +409,10 @@ def _restore(runtime: runtime_lib.Runtime, record: replica_step.TraceRecord,
         warm_start_lib.restore_through_map(checkpoint, saver_map)
     elif checkpoint is not None and object_saver is not None:
         object_saver.restore(checkpoint)  # By the object-graph keys legacy's Saver froze.
-    elif checkpoint is not None and warm_start_lib.is_saver_like(record.scaffold_saver):
+    elif checkpoint is not None and warm_start_lib.is_saver_like(parts.saver):
         # Another object as the Scaffold's saver: legacy's session manager called its
         # `restore(sess, path)`; there is no TF1 session here.
-        record.scaffold_saver.restore(None, checkpoint)
+        parts.saver.restore(None, checkpoint)
     elif checkpoint is not None:
         checkpoints_lib.V1Saver(runtime.registry.by_name(),
                                 runtime.registry.optional_names()).restore(checkpoint)
@@ -419,6 +422,7 @@ def _restore(runtime: runtime_lib.Runtime, record: replica_step.TraceRecord,
         if warm_start_from is not None:
             warm_start_lib.warm_start(warm_start_from, variables,
                                       runtime.registry.trainable_names())
+        scaffold_parts.run_init_fn(parts.init_fn_scaffold, variables)  # After init_op.
     runtime.registry.reset_local_variables()
 
 

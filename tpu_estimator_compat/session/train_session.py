@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat.checkpoint import checkpoints as checkpoints_lib
-from tpu_estimator_compat.checkpoint import object_based
+from tpu_estimator_compat.checkpoint import scaffold_parts
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.loop import hooks as hooks_lib
 from tpu_estimator_compat.inputs import context as context_lib
@@ -135,12 +135,38 @@ class TrainSession:
                                steps: int | None
                                ) -> tuple[checkpoints_lib.CheckpointManager, int | None]:
         """Restores model_dir's latest checkpoint, else initialises the fresh model from
-        elsewhere; returns model_dir's checkpoints and the step to train to."""
-        checkpoints = self._checkpoints(record)
+        elsewhere; returns model_dir's checkpoints and the step to train to.
+
+        scaffold_fn runs at every call, as legacy called it whenever it built the graph
+        (its init_from_checkpoint calls count for a fresh model only); its Scaffold's, or
+        model_fn's, `saver` writes the checkpoints and its `init_fn` ends a fresh start.
+        """
+        if record.scaffold_fn is not None:
+            with self._runtime.registry.in_collections():
+                parts = scaffold_parts.ScaffoldParts.of(
+                    warm_start_lib.call_scaffold_fn(record.scaffold_fn, init_plan))
+        else:
+            parts = scaffold_parts.ScaffoldParts.of(record.scaffold)
+        parts.warn_unrun()
+        registry = self._runtime.registry
+        writer = scaffold_parts.training_saver(
+            parts.saver, registry.by_name(), registry.optional_names(),
+            self._settings.config.keep_checkpoint_max,
+            self._settings.config.keep_checkpoint_every_n_hours)
+        checkpoints = checkpoints_lib.CheckpointManager(
+            self._settings.model_dir, writer.saver,
+            keep_checkpoint_max=writer.keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=writer.keep_checkpoint_every_n_hours,
+            sync=cluster_lib.checkpoint_sync(self._runtime.strategy),
+            pad_step_number=writer.pad_step_number)
         if checkpoints.restore_latest() is None:
-            self._initialize_from_elsewhere(record, init_plan)
+            self._initialize_from_elsewhere(init_plan, parts.init_fn_scaffold)
             if steps is not None:  # (A restored step is the one `target` counted from.)
                 target = self._read_step() + steps
+        else:
+            scaffold_parts.check_restored_all(writer, registry.by_name(),
+                                              registry.optional_names(),
+                                              checkpoints.latest_checkpoint())
         return checkpoints, target
 
     def _driver(self, run_steps: Callable[[int], loop_lib.LoopResult],
@@ -207,36 +233,6 @@ class TrainSession:
             mode=ModeKeys.TRAIN, plan=plan, use_tpu=settings.use_tpu,
             batch_axis=settings.batch_axis)
         return inputs_lib.iterate(source.dataset, runtime.device_generators), source
-
-    def _checkpoints(self, record: replica_step.TraceRecord | None = None
-                     ) -> checkpoints_lib.CheckpointManager:
-        """model_dir's checkpoints, written by the chief, as RunConfig's keep_* settings say,
-        or as the Saver of model_fn's Scaffold says, as legacy's saver hook used it: a
-        recorded `Saver(max_to_keep=..., keep_checkpoint_every_n_hours=...)` sets the
-        retention; an object-based one (a `tf.train.Checkpoint`, keras_lib's frozen Saver)
-        also the keys and the object graph the files hold (`checkpoint/object_based.py`)."""
-        settings, runtime = self._settings, self._runtime
-        scaffold_saver = record.saver if record is not None else None
-        keep_max = settings.config.keep_checkpoint_max
-        keep_hours = settings.config.keep_checkpoint_every_n_hours
-        saver = object_based.object_saver(record.scaffold_saver if record is not None else None)
-        if saver is None:
-            saver = checkpoints_lib.V1Saver(runtime.registry.by_name(),
-                                            runtime.registry.optional_names())
-        elif scaffold_saver is None:  # A tf.train.Checkpoint: legacy froze it into a Saver.
-            keep_max = object_based.OBJECT_SAVER_MAX_TO_KEEP
-            keep_hours = object_based.OBJECT_SAVER_KEEP_HOURS
-        if scaffold_saver is not None:
-            keep_max = scaffold_saver.max_to_keep
-            keep_hours = scaffold_saver.keep_checkpoint_every_n_hours
-            if scaffold_saver.var_list is not None and not isinstance(
-                    saver, object_based.ObjectGraphSaver):
-                logging.warning("model_fn's Scaffold Saver lists a var_list; checkpoints hold "
-                                "every variable (its max_to_keep=%s is used).", keep_max)
-        return checkpoints_lib.CheckpointManager(
-            settings.model_dir, saver, keep_checkpoint_max=keep_max,
-            keep_checkpoint_every_n_hours=keep_hours,
-            sync=cluster_lib.checkpoint_sync(runtime.strategy))
 
     def _steps_per_loop(self, hook_runner: hooks_lib.HookRunner) -> int:
         """iterations_per_loop, or 1 while hooks run around every step (legacy's CPU path).
@@ -390,20 +386,20 @@ class TrainSession:
         runtime.functions[key] = (train_loop, record)
         return runtime.functions[key]
 
-    def _initialize_from_elsewhere(self, record: replica_step.TraceRecord,
-                                   init_plan: warm_start_lib.InitPlan) -> None:
-        """No checkpoint in model_dir: apply scaffold_fn, init_from_checkpoint, warm start.
+    def _initialize_from_elsewhere(self, init_plan: warm_start_lib.InitPlan,
+                                   init_fn_scaffold: Any) -> None:
+        """No checkpoint in model_dir: apply init_from_checkpoint (model_fn's and
+        scaffold_fn's), warm start, then the Scaffold's init_fn.
 
-        In TF1 these were initializers, so they only ever mattered for a fresh model_dir.
+        In TF1 the first two were initializers and init_fn ran after the init op, so they
+        only ever mattered for a fresh model_dir.
         """
-        if record.scaffold_fn is not None:
-            with self._runtime.registry.in_collections():
-                warm_start_lib.run_scaffold_fn(record.scaffold_fn, init_plan)
         variables = self._runtime.registry.by_name()
         init_plan.apply(variables)
         if self._settings.warm_start_from is not None:
             warm_start_lib.warm_start(self._settings.warm_start_from, variables,
                                       self._runtime.registry.trainable_names())
+        scaffold_parts.run_init_fn(init_fn_scaffold, variables)
 
 
 class _HookListener:

@@ -374,7 +374,7 @@ class TraceRecord:
     model_names: graph_names.NameTable = dataclasses.field(default_factory=graph_names.NameTable)
     scaffold_fn: Callable[[], Any] | None = None
     saver: Any = None  # `warm_start._RecordingSaver` of an EstimatorSpec's Scaffold.
-    scaffold_init_fn: Any = None  # That Scaffold's init_fn (InMemoryEvaluatorHook refuses it).
+    scaffold: Any = None  # That Scaffold itself (its init_fn, ...: `scaffold_parts.py`).
     scaffold_saver: Any = None  # Its `saver` as given (`checkpoint/object_based.py`).
     hooks: tuple[Any, ...] = ()
     model_graph: Any = None  # The graph replica 0's model_fn built.
@@ -457,7 +457,7 @@ class TraceRecord:
         self.scaffold_fn = getattr(spec, "scaffold_fn", None)
         scaffold = getattr(spec, "scaffold", None)  # An EstimatorSpec's (legacy's CPU path).
         self.saver = warm_start_lib.recorded_saver(scaffold)
-        self.scaffold_init_fn = getattr(scaffold, "init_fn", None)
+        self.scaffold = scaffold
         self.scaffold_saver = getattr(scaffold, "saver", None)
         mode = mode or spec.mode
         mode_hooks = {ModeKeys.TRAIN: "training_hooks", ModeKeys.EVAL: "evaluation_hooks",
