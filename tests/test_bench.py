@@ -228,3 +228,22 @@ def test_call_cost_child_serves_calls_until_end_of_input():
     assert all(t["seconds"] >= 0 for t in timed)
     with pytest.raises(ValueError, match="unknown call kind 'fit'"):
         call_cost.serve(fns, io.StringIO("fit 3\n"), io.StringIO())
+
+
+def test_probe_step_ops_table_lists_the_costliest_types_and_every_count_that_differs():
+    import collections
+
+    from bench import probe_step_ops
+
+    nodes = {"shim": collections.Counter({"MatMul": 4, "ResourceApplyGradientDescent": 8,
+                                          "Const": 5}),
+             "tf2": collections.Counter({"MatMul": 4, "Mul": 16, "Const": 5})}
+    ms = {"shim": collections.Counter({"MatMul": 30.0, "ResourceApplyGradientDescent": 2.0}),
+          "tf2": collections.Counter({"MatMul": 28.0, "Mul": 9.0})}
+    rows = probe_step_ops.table(nodes, ms, top=1).splitlines()
+    assert rows[2] == "| MatMul | 4 | 4 | 30 | 28 |"
+    body = {row.split(" | ")[0][2:] for row in rows[3:]}
+    assert body == {"Mul", "ResourceApplyGradientDescent", "all"}  # Const: same count, no time.
+    assert rows[-1] == "| all | 17 | 25 | 32 | 37 |"
+    assert probe_step_ops._OP_EVENT.match("while/body/_1/dense/MatMul:MatMul")["type"] == "MatMul"
+    assert probe_step_ops._OP_EVENT.match("Iterator::Root::Prefetch") is None
