@@ -27,7 +27,9 @@ TensorFlow's BFC allocator from 2 replicas on, Grappler's TFG pipeline off; the 
 (malloc, TFG on), whatever the caller's environment says. This process only schedules: the
 same call order as in one process (sides alternating, sizes alternating, odd rounds
 reversed), one call at a time, each timed inside its child (a waiting child blocks on its
-pipe); the tf_keras ordering constraint above does not arise.
+pipe); the tf_keras ordering constraint above does not arise. `--cpu-allocator malloc|bfc`
+gives both children that allocator instead (and TensorFlow's TFG setting), to tell the
+allocator's share of a ratio from the step's.
 """
 
 from __future__ import annotations
@@ -262,10 +264,13 @@ def measure(replicas: int, rounds: int, record: Callable[[dict[str, Any]], None]
 
 # -- Two processes: each side in a child under its own user's process settings. -----------
 
-def child_env(side: str, replicas: int, base: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(side: str, replicas: int, base: dict[str, str] | None = None,
+              mode: str = "launcher") -> dict[str, str]:
     """The environment of `side`'s child: the caller's, with the pinned bench variables
-    (`harness.BASE_ENV`, tf_keras) and the process settings `side`'s user runs with by
-    default, the launcher's for the shim and TensorFlow's for the hand loop (`tf2`)."""
+    (`harness.BASE_ENV`, tf_keras) and the process settings of `mode` (`harness`'s
+    `--cpu-allocator` modes): under `launcher` those `side`'s user runs with by default, the
+    launcher's for the shim and TensorFlow's for the hand loop (`tf2`); under `malloc` or
+    `bfc` that allocator for both sides and TensorFlow's TFG setting."""
     from bench import harness
 
     contender = "tf2" if side == "tf2" else "shim"
@@ -273,9 +278,8 @@ def child_env(side: str, replicas: int, base: dict[str, str] | None = None) -> d
            if k not in (BFC_ENV, harness.TFG_ENV)}
     env.update(harness.BASE_ENV)
     env.update(harness.NEW_STACK_ENV)
-    env[BFC_ENV] = harness.CPU_ALLOCATORS[harness.allocator_for("launcher", contender,
-                                                                replicas)]
-    env.update(harness.launcher_env("launcher", contender))
+    env[BFC_ENV] = harness.CPU_ALLOCATORS[harness.allocator_for(mode, contender, replicas)]
+    env.update(harness.launcher_env(mode, contender))
     env["PYTHONPATH"] = os.pathsep.join([REPO] + [p for p in [env.get("PYTHONPATH")] if p])
     return env
 
@@ -291,8 +295,9 @@ class Child:
     """One side in a child process (`--worker SIDE`): called as `Side`, it asks the child for
     one call and returns the seconds the child measured around it."""
 
-    def __init__(self, side: str, replicas: int, npz: str, tmp: str) -> None:
-        self.side, self.env = side, child_env(side, replicas)
+    def __init__(self, side: str, replicas: int, npz: str, tmp: str,
+                 mode: str = "launcher") -> None:
+        self.side, self.env = side, child_env(side, replicas, mode=mode)
         self.log_path = os.path.join(tmp, f"{side}.log")
         argv = [sys.executable, "-m", "bench.call_cost", "--worker", side, "--replicas",
                 str(replicas), "--data", npz, "--tmp", tmp]
@@ -368,7 +373,8 @@ def worker(side: str, replicas: int, npz: str, tmp: str) -> None:
 
 
 def measure_two(replicas: int, rounds: int, record: Callable[[dict[str, Any]], None],
-                noseed: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+                noseed: bool = False, mode: str = "launcher"
+                ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Each side in its own child process; returns ({side: figures}, {side: settings})."""
     tmp = tempfile.mkdtemp(prefix="call_cost_")
     npz = os.path.join(tmp, "digits.npz")
@@ -380,7 +386,7 @@ def measure_two(replicas: int, rounds: int, record: Callable[[dict[str, Any]], N
     children: dict[str, Child] = {}
     try:
         for name in names:  # One warm-up at a time: a child's first calls are its slowest.
-            children[name] = Child(name, replicas, npz, tmp)
+            children[name] = Child(name, replicas, npz, tmp, mode)
             children[name].ready()
         times = interleave(dict(children), rounds, record)
     finally:
@@ -457,11 +463,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--processes", choices=("one", "two"), default="one",
                    help="one: both sides in this process, its settings; two: each side in a "
                         "child under its user's default process settings (issue 45's setup)")
+    p.add_argument("--cpu-allocator", default="launcher",
+                   choices=("launcher", "malloc", "bfc"),
+                   help="with --processes two: launcher (the shim on its launcher's "
+                        "settings, the hand loop on TensorFlow's), or one allocator for both")
     p.add_argument("--worker", choices=("shim", "tf2", "shim_noseed"),
                    help=argparse.SUPPRESS)  # A child of --processes two.
     p.add_argument("--data", help=argparse.SUPPRESS)
     p.add_argument("--tmp", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.cpu_allocator != "launcher" and args.processes == "one":
+        p.error("--cpu-allocator applies to --processes two; one process runs both sides "
+                "under its own settings (set TF_CPU_ALLOCATOR_USE_BFC before it starts)")
     if args.worker:
         worker(args.worker, args.replicas, args.data, args.tmp)
         sys.stdout.flush()
@@ -498,7 +511,8 @@ def main(argv: list[str]) -> int:
     record({"context": context})
     if args.processes == "two":
         figures, context["settings"] = measure_two(args.replicas, args.rounds, record,
-                                                   noseed=args.noseed)
+                                                   noseed=args.noseed,
+                                                   mode=args.cpu_allocator)
     else:
         figures = measure(args.replicas, args.rounds, record, noseed=args.noseed)
     context["load1_end"] = os.getloadavg()[0]

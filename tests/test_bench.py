@@ -209,6 +209,11 @@ def test_call_cost_children_get_their_users_process_settings():
     for env in (shim, hand):
         assert env["TF_ENABLE_ONEDNN_OPTS"] == "0"
         assert env["PYTHONPATH"].split(os.pathsep) == [REPO, "/x"]
+    # One allocator for both sides (the allocator's share of a ratio), TF's TFG setting.
+    for side in ("shim", "tf2"):
+        assert call_cost.settings_of(call_cost.child_env(side, 8, base, mode="malloc")) == {
+            "TF_CPU_ALLOCATOR_USE_BFC": "false", harness.TFG_ENV: None}
+        assert call_cost.child_env(side, 8, base, mode="bfc")["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
 
 
 def test_call_cost_child_serves_calls_until_end_of_input():
