@@ -1,6 +1,7 @@
-"""Fixed cost per call and steady steps/s on N replicas: the shim and a hand loop, one process.
+"""Fixed cost per call and steady steps/s on N replicas: the shim and a hand loop.
 
-    python -m bench.call_cost [--replicas 8] [--rounds 3] [--json bench/results/F.jsonl]
+    python -m bench.call_cost [--processes one|two] [--replicas 8] [--rounds 3] \
+        [--json bench/results/F.jsonl]
     python -m bench.call_cost --profile [--noseed] [--top N]   # counts of one call each
 
 Issue 45's rows. One process holds both sides on the same MirroredStrategy over the CPU
@@ -18,6 +19,17 @@ and input included for the shim); the fixed cost per call, the intercept of the 
 against its steps (train: from the 20- and 100-step calls; evaluate and predict: from a
 1-batch and a (1 + 20)-batch call). Process settings are the same for both sides and are
 recorded (`TF_CPU_ALLOCATOR_USE_BFC`, `TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER`).
+
+`--processes two` is issue 45's own setup: each side in a child process of its own, the shim
+under its launcher's process settings (`python -m tpu_estimator_compat.run --cpu_replicas=N`:
+TensorFlow's BFC allocator from 2 replicas on, Grappler's TFG pipeline off; the values of
+`bench.harness`'s `--cpu-allocator launcher`), the hand loop under TensorFlow's defaults
+(malloc, TFG on), whatever the caller's environment says. This process only schedules: the
+same call order as in one process (sides alternating, sizes alternating, odd rounds
+reversed), one call at a time, each timed inside its child (a waiting child blocks on its
+pipe); the tf_keras ordering constraint above does not arise. `--cpu-allocator malloc|bfc`
+gives both children that allocator instead (and TensorFlow's TFG setting), to tell the
+allocator's share of a ratio from the step's.
 """
 
 from __future__ import annotations
@@ -34,6 +46,10 @@ from typing import Any, Callable
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL, BIG = 20, 100  # Train steps per call.
 INFER_BIG = 21  # Batches of the larger eval/predict call (the small one has 1).
+SIZES = {"train": (SMALL, BIG), "evaluate": (1, INFER_BIG), "predict": (1, INFER_BIG)}
+READY = "CALL_COST_READY"  # A child's line: warmed up, waiting for calls.
+TIMED = "CALL_COST_TIMED "  # A child's line: one timed call, JSON.
+BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 
 
 def _env() -> None:
@@ -184,9 +200,39 @@ def _timed(fn: Callable[[int], Any], n: int) -> float:
     return time.perf_counter() - start
 
 
+Side = Callable[[str, int], float]  # (kind, steps or batches) -> seconds of that call.
+
+
+Times = dict[tuple[str, str, int], list[float]]  # {(side, kind, n): [seconds of each call]}
+
+
+def interleave(sides: dict[str, Side], rounds: int,
+               record: Callable[[dict[str, Any]], None]) -> Times:
+    """Times every call size of every side `rounds` times; {(side, kind, n): [seconds]}.
+
+    Per round and kind, each size is called on every side before the next size; odd rounds
+    reverse both the sides and the sizes, so a drift in the machine's load hits each side and
+    size alike. Sides are called one at a time."""
+    times: Times = {}
+    for r in range(rounds):
+        order = list(sides) if r % 2 == 0 else list(reversed(sides))
+        for kind, (small, big) in SIZES.items():
+            for n in (small, big) if r % 2 == 0 else (big, small):
+                for name in order:
+                    t = sides[name](kind, n)
+                    times.setdefault((name, kind, n), []).append(t)
+                    record({"round": r, "side": name, "kind": kind, "steps": n, "seconds": t,
+                            "load1": os.getloadavg()[0]})
+    return times
+
+
+def _local(fns: dict[str, Callable[[int], Any]]) -> Side:
+    return lambda kind, n: _timed(fns[kind], n)
+
+
 def measure(replicas: int, rounds: int, record: Callable[[dict[str, Any]], None],
             noseed: bool = False) -> dict[str, dict[str, float]]:
-    """Runs both sides alternately; returns {side: figures}."""
+    """Runs both sides alternately in this process; returns {side: figures}."""
     _env()
     from bench import data, devices
 
@@ -199,43 +245,165 @@ def measure(replicas: int, rounds: int, record: Callable[[dict[str, Any]], None]
     strategy = (strategy_lib.mirrored_over(names) if replicas > 1 else None)
     import tensorflow as tf
 
-    sizes = {"train": (SMALL, BIG), "evaluate": (1, INFER_BIG), "predict": (1, INFER_BIG)}
     # Warm-up: traces, first checkpoint, compiled graphs. The hand loop's tf_keras model is
     # built and traced first: the shim's v1 layers, made in a graph, leave Keras models made
     # before them unusable for a new trace (tf_keras `_assert_built_as_v1`); traced, the
     # hand loop's functions are never traced again.
     sides = {"tf2": _hand_side(strategy or tf.distribute.get_strategy(), npz)}
-    for kind, (small, _) in sizes.items():
+    for kind, (small, _) in SIZES.items():
         sides["tf2"][kind](small)
     sides["shim"] = _shim_side(names, npz, tmp)
     if noseed:  # The shim with tf_random_seed=None: no seed reset (kernel cache) per call.
         sides["shim_noseed"] = _shim_side(names, npz, tmp, seed=None)
     for side in sides.values():
-        for kind, (small, _) in sizes.items():
+        for kind, (small, _) in SIZES.items():
             side[kind](small)
-    times: dict[tuple[str, str, int], list[float]] = {}
-    for r in range(rounds):
-        order = list(sides) if r % 2 == 0 else list(reversed(sides))
-        for kind, (small, big) in sizes.items():
-            for n in (small, big) if r % 2 == 0 else (big, small):
-                for name in order:
-                    t = _timed(sides[name][kind], n)
-                    times.setdefault((name, kind, n), []).append(t)
-                    record({"round": r, "side": name, "kind": kind, "steps": n, "seconds": t,
-                            "load1": os.getloadavg()[0]})
+    times = interleave({name: _local(fns) for name, fns in sides.items()}, rounds, record)
     return compute_figures(times)
+
+
+# -- Two processes: each side in a child under its own user's process settings. -----------
+
+def child_env(side: str, replicas: int, base: dict[str, str] | None = None,
+              mode: str = "launcher") -> dict[str, str]:
+    """The environment of `side`'s child: the caller's, with the pinned bench variables
+    (`harness.BASE_ENV`, tf_keras) and the process settings of `mode` (`harness`'s
+    `--cpu-allocator` modes): under `launcher` those `side`'s user runs with by default, the
+    launcher's for the shim and TensorFlow's for the hand loop (`tf2`); under `malloc` or
+    `bfc` that allocator for both sides and TensorFlow's TFG setting."""
+    from bench import harness
+
+    contender = "tf2" if side == "tf2" else "shim"
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if k not in (BFC_ENV, harness.TFG_ENV)}
+    env.update(harness.BASE_ENV)
+    env.update(harness.NEW_STACK_ENV)
+    env[BFC_ENV] = harness.CPU_ALLOCATORS[harness.allocator_for(mode, contender, replicas)]
+    env.update(harness.launcher_env(mode, contender))
+    env["PYTHONPATH"] = os.pathsep.join([REPO] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def settings_of(env: dict[str, str]) -> dict[str, str | None]:
+    """The process settings a child ran with, as the context records them."""
+    from bench import harness
+
+    return {BFC_ENV: env.get(BFC_ENV), harness.TFG_ENV: env.get(harness.TFG_ENV)}
+
+
+class Child:
+    """One side in a child process (`--worker SIDE`): called as `Side`, it asks the child for
+    one call and returns the seconds the child measured around it."""
+
+    def __init__(self, side: str, replicas: int, npz: str, tmp: str,
+                 mode: str = "launcher") -> None:
+        self.side, self.env = side, child_env(side, replicas, mode=mode)
+        self.log_path = os.path.join(tmp, f"{side}.log")
+        argv = [sys.executable, "-m", "bench.call_cost", "--worker", side, "--replicas",
+                str(replicas), "--data", npz, "--tmp", tmp]
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen(argv, cwd=REPO, env=self.env, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=log, text=True)
+
+    def _line(self, prefix: str) -> str:
+        for line in self.proc.stdout:
+            if line.startswith(prefix):
+                return line[len(prefix):]
+        with open(self.log_path) as log:
+            tail = log.read()[-3000:]
+        raise RuntimeError(f"call_cost child {self.side!r} ended (exit code "
+                           f"{self.proc.wait()}) before {prefix.strip()!r}; its log "
+                           f"{self.log_path} ends:\n{tail}")
+
+    def ready(self) -> None:
+        self._line(READY)
+
+    def __call__(self, kind: str, n: int) -> float:
+        self.proc.stdin.write(f"{kind} {n}\n")
+        self.proc.stdin.flush()
+        return float(json.loads(self._line(TIMED))["seconds"])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()  # The child leaves at end of input.
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()  # This child only (its own pid).
+                self.proc.wait()
+
+
+def serve(fns: dict[str, Callable[[int], Any]], requests: Any, out: Any) -> int:
+    """A child's loop: reads `KIND N` lines, runs each call, writes its seconds; returns the
+    number of calls served at end of input."""
+    out.write(READY + "\n")
+    out.flush()
+    served = 0
+    for line in requests:
+        if not line.strip():
+            continue
+        kind, n = line.split()
+        if kind not in fns:
+            raise ValueError(f"unknown call kind {kind!r}; expected one of {sorted(fns)}")
+        seconds = _timed(fns[kind], int(n))
+        out.write(TIMED + json.dumps({"kind": kind, "steps": int(n), "seconds": seconds})
+                  + "\n")
+        out.flush()
+        served += 1
+    return served
+
+
+def worker(side: str, replicas: int, npz: str, tmp: str) -> None:
+    """A child of `--processes two`: builds `side`, warms each kind up once, then serves."""
+    _env()
+    from bench import devices
+
+    names = devices.split_cpu(replicas)
+    if side == "tf2":  # The hand loop alone: it imports no library module.
+        import tensorflow as tf
+
+        strategy = (tf.distribute.MirroredStrategy(names) if replicas > 1
+                    else tf.distribute.get_strategy())
+        fns = _hand_side(strategy, npz)
+    else:
+        fns = _shim_side(names, npz, tmp, seed=None if side == "shim_noseed" else 1)
+    for kind, (small, _) in SIZES.items():
+        fns[kind](small)
+    serve(fns, sys.stdin, sys.stdout)
+
+
+def measure_two(replicas: int, rounds: int, record: Callable[[dict[str, Any]], None],
+                noseed: bool = False, mode: str = "launcher"
+                ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """Each side in its own child process; returns ({side: figures}, {side: settings})."""
+    tmp = tempfile.mkdtemp(prefix="call_cost_")
+    npz = os.path.join(tmp, "digits.npz")
+    # In a process of its own: the digits' resize loads TensorFlow, which this process,
+    # only scheduling the children, does not need.
+    subprocess.run([sys.executable, "-m", "bench.data", npz, REPO], cwd=REPO,
+                   env=child_env("tf2", replicas), check=True, capture_output=True)
+    names = ["shim", "tf2"] + (["shim_noseed"] if noseed else [])
+    children: dict[str, Child] = {}
+    try:
+        for name in names:  # One warm-up at a time: a child's first calls are its slowest.
+            children[name] = Child(name, replicas, npz, tmp, mode)
+            children[name].ready()
+        times = interleave(dict(children), rounds, record)
+    finally:
+        for child in children.values():
+            child.close()
+    return compute_figures(times), {n: settings_of(c.env) for n, c in children.items()}
 
 
 def compute_figures(times: dict[tuple[str, str, int], list[float]]
                     ) -> dict[str, dict[str, float]]:
     """{side: figures} from {(side, kind, steps): [seconds of each timed call]}; a side
     missing a size (a run stopped early) gets no figure for that kind."""
-    sizes = {"train": (SMALL, BIG), "evaluate": (1, INFER_BIG), "predict": (1, INFER_BIG)}
     figures: dict[str, dict[str, float]] = {}
     for name in sorted({key[0] for key in times}):
         best = {key[1:]: min(v) for key, v in times.items() if key[0] == name}
         f: dict[str, float] = {}
-        for kind, (small, big) in sizes.items():
+        for kind, (small, big) in SIZES.items():
             if (kind, small) in best and (kind, big) in best:
                 t_small, t_big = best[(kind, small)], best[(kind, big)]
                 per_step = (t_big - t_small) / (big - small)
@@ -292,7 +460,25 @@ def main(argv: list[str]) -> int:
                         "--noseed) instead of timing; print counts")
     p.add_argument("--top", type=int, default=0,
                    help="with --profile: also print the N costliest functions of each call")
+    p.add_argument("--processes", choices=("one", "two"), default="one",
+                   help="one: both sides in this process, its settings; two: each side in a "
+                        "child under its user's default process settings (issue 45's setup)")
+    p.add_argument("--cpu-allocator", default="launcher",
+                   choices=("launcher", "malloc", "bfc"),
+                   help="with --processes two: launcher (the shim on its launcher's "
+                        "settings, the hand loop on TensorFlow's), or one allocator for both")
+    p.add_argument("--worker", choices=("shim", "tf2", "shim_noseed"),
+                   help=argparse.SUPPRESS)  # A child of --processes two.
+    p.add_argument("--data", help=argparse.SUPPRESS)
+    p.add_argument("--tmp", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.cpu_allocator != "launcher" and args.processes == "one":
+        p.error("--cpu-allocator applies to --processes two; one process runs both sides "
+                "under its own settings (set TF_CPU_ALLOCATOR_USE_BFC before it starts)")
+    if args.worker:
+        worker(args.worker, args.replicas, args.data, args.tmp)
+        sys.stdout.flush()
+        os._exit(0)  # At end of input; teardown of 8-replica pipelines is slow (below).
     if args.profile:
         for row in profile(args.replicas, noseed=args.noseed, top=args.top):
             print(row.pop("top"), end="")
@@ -323,7 +509,12 @@ def main(argv: list[str]) -> int:
                "TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER":
                    os.environ.get("TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER")}
     record({"context": context})
-    figures = measure(args.replicas, args.rounds, record, noseed=args.noseed)
+    if args.processes == "two":
+        figures, context["settings"] = measure_two(args.replicas, args.rounds, record,
+                                                   noseed=args.noseed,
+                                                   mode=args.cpu_allocator)
+    else:
+        figures = measure(args.replicas, args.rounds, record, noseed=args.noseed)
     context["load1_end"] = os.getloadavg()[0]
     record({"context": context, "figures": figures})
     print(json.dumps(context))

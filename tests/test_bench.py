@@ -5,6 +5,7 @@ short windows, and checks the table it prints has rows with numeric ratios and v
 It does not check the ratios' values: timings on a shared CI machine are noise at this size.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -165,3 +166,89 @@ def test_call_cost_fixed_cost_is_the_intercept_of_the_fastest_calls():
     assert figures["train_steps_per_sec_100"] == pytest.approx(100 / 11.0)
     assert figures["evaluate_fixed_s"] == pytest.approx(0.4)
     assert "predict_fixed_s" not in figures  # Not measured: no figure, not a wrong one.
+
+
+def test_call_cost_interleave_alternates_sides_and_sizes_and_records_every_call():
+    from bench import call_cost
+
+    calls, recorded = [], []
+
+    def side(name):
+        def call(kind, n):
+            calls.append((name, kind, n))
+            return float(len(calls))  # Seconds: the call's position, to check the keys.
+        return call
+
+    times = call_cost.interleave({"a": side("a"), "b": side("b")}, 2, recorded.append)
+    small, big = call_cost.SMALL, call_cost.BIG
+    assert calls[:4] == [("a", "train", small), ("b", "train", small),
+                         ("a", "train", big), ("b", "train", big)]
+    second = calls[12:16]  # Round 1 reverses the sides and the sizes.
+    assert second == [("b", "train", big), ("a", "train", big),
+                      ("b", "train", small), ("a", "train", small)]
+    assert len(calls) == len(recorded) == 2 * 2 * 3 * 2
+    assert times[("a", "train", small)] == [1.0, 16.0]
+    assert [r["round"] for r in recorded[:12]] == [0] * 12
+    assert {(r["side"], r["kind"], r["steps"]) for r in recorded} == set(times)
+
+
+def test_call_cost_children_get_their_users_process_settings():
+    """The shim as its launcher runs it on 8 replicas; the hand loop on TF's defaults,
+    whatever the caller set."""
+    from bench import call_cost
+
+    base = {"TF_CPU_ALLOCATOR_USE_BFC": "true", harness.TFG_ENV: "off", "PYTHONPATH": "/x"}
+    shim = call_cost.child_env("shim", 8, base)
+    hand = call_cost.child_env("tf2", 8, base)
+    assert call_cost.settings_of(shim) == {"TF_CPU_ALLOCATOR_USE_BFC": "true",
+                                           harness.TFG_ENV: "off"}
+    assert call_cost.settings_of(hand) == {"TF_CPU_ALLOCATOR_USE_BFC": "false",
+                                           harness.TFG_ENV: None}
+    assert call_cost.child_env("shim_noseed", 8, {})["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+    assert call_cost.child_env("shim", 1, base)["TF_CPU_ALLOCATOR_USE_BFC"] == "false"
+    for env in (shim, hand):
+        assert env["TF_ENABLE_ONEDNN_OPTS"] == "0"
+        assert env["PYTHONPATH"].split(os.pathsep) == [REPO, "/x"]
+    # One allocator for both sides (the allocator's share of a ratio), TF's TFG setting.
+    for side in ("shim", "tf2"):
+        assert call_cost.settings_of(call_cost.child_env(side, 8, base, mode="malloc")) == {
+            "TF_CPU_ALLOCATOR_USE_BFC": "false", harness.TFG_ENV: None}
+        assert call_cost.child_env(side, 8, base, mode="bfc")["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+
+
+def test_call_cost_child_serves_calls_until_end_of_input():
+    import io
+
+    from bench import call_cost
+
+    ran = []
+    fns = {"train": ran.append, "evaluate": ran.append, "predict": ran.append}
+    out = io.StringIO()
+    served = call_cost.serve(fns, io.StringIO("train 20\n\nevaluate 1\n"), out)
+    lines = out.getvalue().splitlines()
+    assert served == 2 and ran == [20, 1]
+    assert lines[0] == call_cost.READY
+    timed = [json.loads(line[len(call_cost.TIMED):]) for line in lines[1:]]
+    assert [(t["kind"], t["steps"]) for t in timed] == [("train", 20), ("evaluate", 1)]
+    assert all(t["seconds"] >= 0 for t in timed)
+    with pytest.raises(ValueError, match="unknown call kind 'fit'"):
+        call_cost.serve(fns, io.StringIO("fit 3\n"), io.StringIO())
+
+
+def test_probe_step_ops_table_lists_the_costliest_types_and_every_count_that_differs():
+    import collections
+
+    from bench import probe_step_ops
+
+    nodes = {"shim": collections.Counter({"MatMul": 4, "ResourceApplyGradientDescent": 8,
+                                          "Const": 5}),
+             "tf2": collections.Counter({"MatMul": 4, "Mul": 16, "Const": 5})}
+    ms = {"shim": collections.Counter({"MatMul": 30.0, "ResourceApplyGradientDescent": 2.0}),
+          "tf2": collections.Counter({"MatMul": 28.0, "Mul": 9.0})}
+    rows = probe_step_ops.table(nodes, ms, top=1).splitlines()
+    assert rows[2] == "| MatMul | 4 | 4 | 30 | 28 |"
+    body = {row.split(" | ")[0][2:] for row in rows[3:]}
+    assert body == {"Mul", "ResourceApplyGradientDescent", "all"}  # Const: same count, no time.
+    assert rows[-1] == "| all | 17 | 25 | 32 | 37 |"
+    assert probe_step_ops._OP_EVENT.match("while/body/_1/dense/MatMul:MatMul")["type"] == "MatMul"
+    assert probe_step_ops._OP_EVENT.match("Iterator::Root::Prefetch") is None
