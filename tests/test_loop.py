@@ -159,7 +159,8 @@ def test_loops_around_one_traced_step_trace_it_once_and_inline_it(strategy):
         ctx.enable_run_metadata()
         try:
             result = with_host_call(iterator, 2)
-            graphs = [g.post_optimization_graph for g in ctx.export_run_metadata().function_graphs]
+            graphs = [g.post_optimization_graph
+                      for g in ctx.export_run_metadata().function_graphs]
         finally:
             ctx.disable_run_metadata()
     assert len(traces) == strategy.num_replicas_in_sync
