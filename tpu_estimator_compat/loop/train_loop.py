@@ -8,8 +8,9 @@ Synopsis::
 `make_multi_step_train_fn` compiles ONE `tf.function` holding a `tf.while_loop` around
 `strategy.run`, as Orbit does; the step count is a tensor, so chunks of different lengths
 never retrace, no Python runs per step, and the host calls the traced function through its
-flat signature (`plumbing.Dispatch`), so a loop costs about one C++ function call. The outer
-loop that calls it is `driver.py`'s; the evaluate/predict loop, built on the same pieces
+flat signature (`plumbing.Dispatch`), so a loop costs about one C++ function call. The step
+inside is `TracedTrainStep`, traced once for every loop built around it (model_fn runs once)
+and inlined by TensorFlow when a loop runs. The outer loop that calls it is `driver.py`'s; the evaluate/predict loop, built on the same pieces
 (`plumbing.py`), is `inference_loop.py`'s.
 """
 
