@@ -503,16 +503,10 @@ def test_bad_metric_fn_raises_error_naming_eval_metrics_and_the_fix(tmp_path, st
 
 
 @pytest.mark.slow_cases('mirrored8-True', 'mirrored8-False')
-@pytest.mark.xfail(strict=True, reason=(
-    "InferenceLoop.trace traces the step in a probe (to learn its outputs before the loop's "
-    "TensorArrays exist) and again in the loop: model_fn runs twice per replica. Sharing "
-    "one nested tf.function between them breaks a merge_call in model_fn on "
-    "MirroredStrategy (an unfed placeholder)."))
 @pytest.mark.parametrize("use_tpu", [True, False])
 def test_evaluate_and_predict_call_model_fn_once_per_replica(tmp_path, strategy, use_tpu):
     """Legacy called model_fn once per evaluate() or predict() (once per TPU shard's
-    trace); the step should be traced once, not once to learn its outputs and again in the
-    loop."""
+    trace): the probe that learns the step's outputs and the loop call one traced step."""
     calls = []
 
     def model_fn(features, labels, mode, params):

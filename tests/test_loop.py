@@ -132,6 +132,47 @@ def test_train_loop_is_traced_once_for_new_iterators_and_step_counts():
     assert loop._run_steps._fn.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
 
 
+def test_loops_around_one_traced_step_trace_it_once_and_inline_it(strategy):
+    """Two loops built around one `TracedTrainStep` (train_session builds a second one for the
+    host_call or summaries the first trace found) run the step's Python once; TensorFlow
+    inlines the traced step into the loop it runs, so the loop has no per-step call."""
+    from tensorflow.python.eager import context  # Run metadata: the optimised graphs.
+
+    with strategy.scope():
+        total = tf.Variable(0.0, aggregation=tf.VariableAggregation.SUM)
+    traces = []
+
+    def train_step(features, labels):
+        traces.append(labels)
+        update = total.assign_add(tf.reduce_sum(features))
+        with tf.control_dependencies([update]):
+            return {"loss": tf.reduce_mean(features), "host_call": [tf.identity(labels)]}
+
+    traced = loop_lib.TracedTrainStep(strategy, train_step)
+    plain = loop_lib.make_multi_step_train_fn(strategy, traced)
+    with_host_call = loop_lib.make_multi_step_train_fn(
+        strategy, traced, host_call_specs=[tf.TensorSpec([None], tf.int64)])
+    ctx = context.context()
+    with strategy.scope():
+        iterator = iter(_dataset(strategy, 64))
+        plain.trace(iterator)
+        ctx.enable_run_metadata()
+        try:
+            result = with_host_call(iterator, 2)
+            graphs = [g.post_optimization_graph
+                      for g in ctx.export_run_metadata().function_graphs]
+        finally:
+            ctx.disable_run_metadata()
+    assert len(traces) == strategy.num_replicas_in_sync
+    np.testing.assert_allclose(result.losses, [3.5, 11.5])
+    assert [sorted(v[0].tolist()) for v in result.host_calls] == [list(range(8)),
+                                                                    list(range(8, 16))]
+    loop_graph = max(graphs, key=lambda g: len(g.node))
+    assert any(node.op == "IteratorGetNextAsOptional" for node in loop_graph.node)
+    calls = [node.op for node in loop_graph.node if "PartitionedCall" in node.op]
+    assert not calls and not loop_graph.library.function
+
+
 def test_loop_does_not_keep_the_iterator_alive_after_its_caller_drops_it(strategy):
     loop, _, _ = _train_loop(strategy)
     with strategy.scope():

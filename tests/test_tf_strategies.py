@@ -1,5 +1,5 @@
 """`_tf/strategies.py`: v2-only strategy methods on a TF1 script's v1 strategy, and the v1
-optimizers' mark of a loss scaled for a strategy."""
+optimizers' mark of a loss scaled for a strategy, and a traced step called from control flow."""
 
 import numpy as np
 import tensorflow as tf
@@ -42,3 +42,38 @@ def test_loss_scaled_by_optimizer_reads_the_v1_optimizers_mark():
             marks[reduction] = strategies.loss_scaled_by_optimizer(graph)
     assert marks == {v1.losses.Reduction.MEAN: True, v1.losses.Reduction.SUM: False}
     assert not strategies.loss_scaled_by_optimizer(tf.Graph())
+
+
+def test_call_in_control_flow_feeds_a_traced_all_reduce_inside_a_cond():
+    """MirroredStrategy's all-reduce in a traced function takes its instance key at call
+    time; called from a cond branch, a plain call leaves that key's placeholder unfed."""
+    from tpu_estimator_compat.session import strategy as strategy_lib
+
+    # Collective all-reduces; the process's one instance over these devices (instances over
+    # the same devices share collective keys).
+    strategy = strategy_lib.mirrored_over([d.name for d in tf.config.list_logical_devices("CPU")])
+    total = 3.0 * strategy.num_replicas_in_sync
+    traces = []
+
+    @tf.function(autograph=False)
+    def step(x):
+        traces.append(1)
+        per_replica = strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, tf.identity(x)))
+        return strategy.experimental_local_results(per_replica)[0]
+
+    def run(call):
+        @tf.function(autograph=False)
+        def outer(x):
+            return tf.cond(x > 0, lambda: call(x), lambda: tf.zeros([]))
+        return float(outer(tf.constant(3.0)))
+
+    assert run(lambda x: strategies.call_in_control_flow(step, x)) == total
+    assert run(lambda x: strategies.call_in_control_flow(step, x)) == total  # One trace.
+    assert len(traces) == 1
+    try:
+        unfed = run(step)
+    except tf.errors.InvalidArgumentError as e:
+        assert "You must feed a value for placeholder" in str(e)
+    else:  # TensorFlow passes such captures through control flow now: nothing to do here.
+        assert unfed == total

@@ -103,3 +103,74 @@ def test_a_hook_gets_every_step(tmp_path):
     _, calls = _observed(str(tmp_path), hooks=[counter], second_call=False)
     assert set(calls) == {1}
     assert counter.runs == 95
+
+
+def _counting_model_fn(calls, host_call=False):
+    """A model_fn with Python side effects (a call counter) and v1 summaries; in TRAIN a
+    TPUEstimatorSpec with a host_call when `host_call`."""
+
+    def model_fn(features, labels, mode, params):
+        del params
+        calls.append(mode)
+        w = v1.get_variable("w", [4, 1], initializer=v1.constant_initializer(0.1))
+        predictions = tf.matmul(features["x"], w)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions={"y": predictions})
+        loss = tf.reduce_mean(tf.square(predictions - labels))
+        if mode == tf.estimator.ModeKeys.EVAL:
+            return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops={
+                "mse": v1.metrics.mean_squared_error(labels, predictions)})
+        v1.summary.scalar("my_loss", loss)
+        train_op = v1.train.GradientDescentOptimizer(0.01).minimize(
+            loss, global_step=v1.train.get_global_step())
+        if not host_call:
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+        step = tf.reshape(v1.train.get_global_step(), [1])
+        return tpu_estimator_compat.TPUEstimatorSpec(
+            mode, loss=loss, train_op=train_op,
+            host_call=(lambda gs: [v1.summary.scalar("host_step", tf.cast(gs[0], tf.float32))],
+                       [step]))
+
+    return model_fn
+
+
+def test_train_calls_model_fn_once_per_replica_with_summaries(tmp_path, strategy):
+    """Legacy built one graph per train(): model_fn ran once (once per replica under a
+    distributed Estimator). The loop built again to return the v1 summaries the first trace
+    found calls the same traced step, so model_fn's Python side effects happen once."""
+    calls = []
+    config = tf.estimator.RunConfig(model_dir=str(tmp_path), train_distribute=strategy,
+                                    eval_distribute=strategy, save_summary_steps=2)
+    est = tf.estimator.Estimator(_counting_model_fn(calls), config=config)
+    replicas = strategy.num_replicas_in_sync
+    est.train(_input_fn, steps=4)
+    assert calls == ["train"] * replicas
+    tags = set()
+    for path in glob.glob(os.path.join(str(tmp_path), "events.out*")):
+        for event in v1.train.summary_iterator(path):
+            tags.update(value.tag for value in event.summary.value)
+    assert "my_loss" in tags  # The loop that returns them is the one that ran.
+    del calls[:]
+    est.evaluate(_input_fn, steps=2)
+    assert calls == ["eval"] * replicas
+    del calls[:]
+    est.train(_input_fn, steps=2)  # Reuses the traced loop (or traces it once more).
+    assert calls in ([], ["train"] * replicas)
+
+
+def test_tpu_estimator_train_with_host_call_calls_model_fn_once(tmp_path):
+    """A host_call is known after the first trace; its loop reuses that trace."""
+    calls = []
+    config = tpu_estimator_compat.RunConfig(
+        model_dir=str(tmp_path),
+        tpu_config=tpu_estimator_compat.TPUConfig(iterations_per_loop=2))
+    est = tpu_estimator_compat.TPUEstimator(
+        model_fn=_counting_model_fn(calls, host_call=True), config=config, use_tpu=False,
+        train_batch_size=8, eval_batch_size=8)
+    est.train(lambda params: _input_fn().unbatch().batch(params["batch_size"]), steps=4)
+    assert calls == ["train"]
+    steps = []
+    for path in glob.glob(os.path.join(str(tmp_path), "events.out*")):
+        for event in v1.train.summary_iterator(path):
+            steps += [event.step for value in event.summary.value if value.tag == "host_step"]
+    assert sorted(steps) == [0, 1, 2, 3]  # The loop that outfeeds host_call ran.

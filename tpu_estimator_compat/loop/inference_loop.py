@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from tpu_estimator_compat._tf import strategies as _tf_strategies
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.inputs import call as call_lib
 from tpu_estimator_compat.inputs import pad as pad_lib
@@ -174,7 +175,13 @@ class InferenceLoop:
     end each loop iteration, and consecutive steps overlap
     (`replica_step.make_metric_update`).
     `trace()` traces the step once in a probe, to create its variables and learn its output
-    structure before the loop's accumulators are built; the loop itself traces it once more.
+    structure before the loop's accumulators are built. The step (`strategy.run` of the
+    replica step, and what the loop reads from it) is one `tf.function` that the probe and
+    the loop both call with the same input element: its trace is cached, so model_fn's
+    Python runs once per trace, as legacy built its evaluation graph once per call (a
+    model_fn that counts, logs or prints does so once; once per replica on several).
+    TensorFlow inlines the call into the loop body when it instantiates the loop. metric_fn
+    built after the steps (`metric_update`) is traced once the same way.
 
     With `steps_per_call=1` the one-step function stands in for the loop: MLP evaluation at
     one step per call took 0.55 ms a step through the loop, whose `while`, TensorArrays and
@@ -205,6 +212,9 @@ class InferenceLoop:
         self._structure: dict[str, Any] = {}
         # No AutoGraph: the loop is an explicit while_loop (see make_multi_step_train_fn).
         self._probe = tf.function(self._probe_fn, autograph=False)
+        self._traced_step = tf.function(self._step, autograph=False)
+        self._traced_update = tf.function(self._updated, autograph=False)
+        self._replica_structure: dict[str, Any] = {}  # Replica 0's outputs' specs.
         self._run_steps = Dispatch(tf.function(self._run_steps_fn, autograph=False))
         self._run_one = Dispatch(tf.function(self._run_one_fn, autograph=False), counted=False)
         self._one_step = steps_per_call == 1
@@ -217,9 +227,8 @@ class InferenceLoop:
         (e.g. to capture `init_from_checkpoint`).
         """
         if not self._structure:
-            outputs = self._probe.get_concrete_function(iterator).structured_outputs
-            structure = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype),
-                                              outputs)
+            self._probe.get_concrete_function(iterator)
+            structure = self._replica_structure
             self._per_example = _per_example_leaves(structure, self._padded,
                                                     self._batch_major_predictions)
             self._structure.update(structure)
@@ -257,13 +266,25 @@ class InferenceLoop:
                                self._per_example, [t.numpy() for t in hooked],
                                leaf_rows.numpy())
 
-    def _probe_fn(self, iterator: Any) -> Any:
-        features, labels, mask = _element_parts(next(iterator), self._padded)
-        first = self._strategy.experimental_local_results(
-            self._strategy.run(self._replica_fn, args=(features, labels, mask)))[0]
-        if "metric_inputs" in first:
-            first = dict(first, metric_values=self._updated(first["metric_inputs"]))
-        return first
+    def _probe_fn(self, iterator: Any) -> None:
+        """Traces the step on an element taken as the loop takes it (so that the loop's
+        call finds this trace), and metric_update on its `metric_inputs`; the step's trace
+        notes replica 0's output specs (`_replica_structure`). Never run."""
+        element = (iterator.get_next() if self._endless
+                   else iterator.get_next_as_optional().get_value())
+        out = self._call_step(*_element_parts(element, self._padded))
+        if out["inputs"]:
+            values = self._call_update(out["inputs"])
+            self._replica_structure["metric_values"] = tf.nest.map_structure(
+                lambda t: tf.TensorSpec(t.shape, t.dtype), values)
+
+    def _call_step(self, features: Any, labels: Any, mask: Any) -> dict[str, Any]:
+        """`_step`'s outputs, through its one trace, from the loop's control flow."""
+        return _tf_strategies.call_in_control_flow(self._traced_step, features, labels, mask)
+
+    def _call_update(self, inputs: list[tf.Tensor]) -> Any:
+        """`_updated`'s outputs, through its one trace, from the loop's control flow."""
+        return _tf_strategies.call_in_control_flow(self._traced_update, list(inputs))
 
     def _updated(self, inputs: list[tf.Tensor]) -> Any:
         """`metric_update` on one step's `metric_inputs`, on the (one) replica."""
@@ -283,13 +304,17 @@ class InferenceLoop:
 
     def _step(self, features: Any, labels: Any, mask: Any) -> dict[str, Any]:
         """One step, as the host sees it: every replica's leaves gathered, replica 0's
-        per-step values, the step's mask and row count, and its global loss."""
+        per-step values, the step's mask and row count, and its global loss.
+
+        Traced once, as `_traced_step`; the trace notes replica 0's output specs."""
         strategy = self._strategy
         out = strategy.run(self._loop_replica_fn, args=(features, labels, mask))
         first = strategy.experimental_local_results(out)[0]
+        self._replica_structure.update(tf.nest.map_structure(
+            lambda t: tf.TensorSpec(t.shape, t.dtype), first))
         step_mask = gather_replicas(strategy, out["mask"])
         gathered = [gather_replicas(strategy, leaf)
-                    for k in GATHERED_KEYS if k in self._structure
+                    for k in GATHERED_KEYS if k in out
                     for leaf in tf.nest.flatten(out[k], expand_composites=False)]
         result = {
             "gathered": gathered, "leaf_rows": _leaf_rows(gathered),
@@ -298,7 +323,7 @@ class InferenceLoop:
             "hooks": list(first.get("hook_tensors", [])),
             "inputs": list(first.get("metric_inputs", [])),
         }
-        if "loss" in self._structure:
+        if "loss" in out:
             total = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.SUM,
                                                out["loss_sum"])
             count = cluster_lib.reduce_to_host(strategy, tf.distribute.ReduceOp.SUM,
@@ -336,9 +361,9 @@ class InferenceLoop:
         with_loss = "loss" in self._structure
 
         def run(features: Any, labels: Any, mask: Any) -> tuple:
-            out = self._step(features, labels, mask)
+            out = self._call_step(features, labels, mask)
             loss = tf.reshape(out["loss"], [1]) if with_loss else tf.zeros([0], tf.float32)
-            last = (tf.nest.flatten(self._updated(out["inputs"])) if out["inputs"]
+            last = (tf.nest.flatten(self._call_update(out["inputs"])) if out["inputs"]
                     else out["last"])
             return (tf.constant(1), loss, tf.reshape(out["rows"], [1]), out["mask"],
                     out["gathered"], [tf.expand_dims(t, 0) for t in last],
@@ -377,7 +402,7 @@ class InferenceLoop:
 
         def body(more: tf.Tensor, i: tf.Tensor, arrays: dict[str, Any]) -> tuple:
             def run(features: Any, labels: Any, mask: Any) -> tuple:
-                out = self._step(features, labels, mask)
+                out = self._call_step(features, labels, mask)
                 written = {
                     "gathered": [ta.write(i, leaf)
                                  for ta, leaf in zip(arrays["gathered"], out["gathered"])],
@@ -428,7 +453,7 @@ class InferenceLoop:
                 leaf = ta.read(j)
                 leaf.set_shape(shape)
                 leaves.append(leaf)
-            values = tf.nest.flatten(self._updated(leaves))
+            values = tf.nest.flatten(self._call_update(leaves))
             return j + 1, [ta.write(j, v) for ta, v in zip(last, values)]
 
         _, last = tf.while_loop(lambda j, _: j < steps, body, (tf.constant(0, tf.int32), last))

@@ -8,8 +8,9 @@ Synopsis::
 `make_multi_step_train_fn` compiles ONE `tf.function` holding a `tf.while_loop` around
 `strategy.run`, as Orbit does; the step count is a tensor, so chunks of different lengths
 never retrace, no Python runs per step, and the host calls the traced function through its
-flat signature (`plumbing.Dispatch`), so a loop costs about one C++ function call. The outer
-loop that calls it is `driver.py`'s; the evaluate/predict loop, built on the same pieces
+flat signature (`plumbing.Dispatch`), so a loop costs about one C++ function call. The step
+inside is `TracedTrainStep`, traced once for every loop built around it (model_fn runs once)
+and inlined by TensorFlow when a loop runs. The outer loop that calls it is `driver.py`'s; the evaluate/predict loop, built on the same pieces
 (`plumbing.py`), is `inference_loop.py`'s.
 """
 
@@ -82,7 +83,7 @@ def step_starts(reported: np.ndarray | None, end: int, count: int) -> np.ndarray
 
 def make_multi_step_train_fn(
         strategy: tf.distribute.Strategy,
-        train_step: Callable[[Any, Any], dict[str, Any]], *,
+        train_step: "Callable[[Any, Any], dict[str, Any]] | TracedTrainStep", *,
         host_call_specs: list[tf.TensorSpec] | None = None,
         host_call_every_n: int = 1,
         global_step: tf.Variable | None = None,
@@ -109,6 +110,11 @@ def make_multi_step_train_fn(
     replicas' SUM unless a v1 optimizer scaled the loss by 1/replicas (then their mean), as
     legacy's distributed Estimator reported it (a SUM-reduced loss, a Keras optimizer).
 
+    `train_step` is a replica step, or a `TracedTrainStep` around one (then `endless`,
+    `input_spec` and `legacy_loss_reporting` are the ones it was made with): loops built
+    for different outputs around one `TracedTrainStep` share its trace, so model_fn runs
+    once however many loops are built (see `TracedTrainStep`).
+
     With `endless` (the input is known to be infinite, as `repeat()`ed training input is)
     each step takes the next element directly. Otherwise each step first asks whether
     there is one (`get_next_as_optional`) and the step runs inside a `tf.cond` on the
@@ -118,51 +124,99 @@ def make_multi_step_train_fn(
     fixed size, model_fn still gets their static shapes and a step runs only when every
     replica has a batch (see `FixedBatches`).
     """
-
-    # The model_fn is graph-building Python written for TF1: it must run as written, never
-    # rewritten by AutoGraph (which would turn its Python control flow into tf.cond/while).
-    replica_fn = _same_structure_on_every_replica(
-        tf.autograph.experimental.do_not_convert(train_step))
-    fixed = None if endless else FixedBatches.of(strategy, input_spec)
-    if fixed is not None:
-        replica_fn = fixed.with_static_shapes(replica_fn,
-                                              call_lib.split_element(fixed.spec))
+    traced = (train_step if isinstance(train_step, TracedTrainStep) else TracedTrainStep(
+        strategy, train_step, endless=endless, input_spec=input_spec,
+        legacy_loss_reporting=legacy_loss_reporting))
     one_step = _OneStep(
-        strategy, replica_fn, list(host_call_specs or []), host_call_every_n,
-        list(hook_tensor_dtypes) + ([tf.string] if emit_summaries else []), emit_summaries,
-        legacy_loss_reporting)
-    return TrainLoop(_compiled_loop(one_step, global_step, endless, fixed), emit_summaries)
+        traced, list(host_call_specs or []), host_call_every_n,
+        list(hook_tensor_dtypes) + ([tf.string] if emit_summaries else []), emit_summaries)
+    return TrainLoop(_compiled_loop(one_step, global_step, traced.endless, traced.fixed),
+                     emit_summaries)
+
+
+class TracedTrainStep:
+    """One train step over every replica, as the host reads it: a `tf.function` that the
+    loop body calls, traced once whatever loops are built around it.
+
+    What a loop returns (host_call tensors, model_fn's v1 summaries) is known only once
+    model_fn has been traced, so `session/train_session.py` builds a second loop around a
+    first trace that found them. Both call this one function: its trace is cached (the
+    call's arguments are the same input element), so model_fn's Python runs once per
+    `train()` as legacy built its graph once, and a model_fn that counts, logs or prints
+    does so once (once per replica on several, as legacy's distributed Estimator called
+    it). The step always returns what model_fn made (`host_call`, `summaries`, fetched
+    `hook_tensors`); a loop that does not write one leaves it unused, and TensorFlow prunes
+    it when it instantiates the loop, where it also inlines this call into the loop body.
+
+    Calling it returns `{loss, step?, host_call?, hook_tensors?, summaries?}`: the
+    global loss (see `make_multi_step_train_fn`'s `legacy_loss_reporting`), the global
+    step the step started from, host_call's leaves gathered from every replica, and
+    replica 0's hook tensors and serialized summaries.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy,
+                 train_step: Callable[[Any, Any], dict[str, Any]], *, endless: bool = False,
+                 input_spec: Any = None, legacy_loss_reporting: bool = False) -> None:
+        # The model_fn is graph-building Python written for TF1: it must run as written,
+        # never rewritten by AutoGraph (which would turn its Python control flow into
+        # tf.cond/while).
+        replica_fn = _same_structure_on_every_replica(
+            tf.autograph.experimental.do_not_convert(train_step))
+        self.strategy = strategy
+        self.endless = endless
+        self.fixed = None if endless else FixedBatches.of(strategy, input_spec)
+        if self.fixed is not None:
+            replica_fn = self.fixed.with_static_shapes(replica_fn,
+                                                       call_lib.split_element(self.fixed.spec))
+        self._replica_fn = replica_fn
+        self._legacy_loss_reporting = legacy_loss_reporting
+        self._function = tf.function(self._outputs, autograph=False)
+
+    def __call__(self, features: Any, labels: Any) -> dict[str, Any]:
+        """The step's outputs, called from the loop's control flow."""
+        return _tf_strategies.call_in_control_flow(self._function, features, labels)
+
+    def _outputs(self, features: Any, labels: Any) -> dict[str, Any]:
+        strategy = self.strategy
+        out = strategy.run(self._replica_fn, args=(features, labels))
+        reduce_op = tf.distribute.ReduceOp.MEAN
+        # The graph model_fn was built in (this function's): a v1 optimizer marks it.
+        if self._legacy_loss_reporting and not _tf_strategies.loss_scaled_by_optimizer(
+                tf.compat.v1.get_default_graph()):
+            reduce_op = tf.distribute.ReduceOp.SUM
+        first = lambda value: strategy.experimental_local_results(value)[0]  # noqa: E731
+        result: dict[str, Any] = {
+            "loss": cluster_lib.reduce_to_host(strategy, reduce_op, out["loss"])}
+        if "step" in out:
+            result["step"] = tf.cast(first(out["step"]), tf.int64)
+        if "host_call" in out:
+            result["host_call"] = [gather_replicas(strategy, leaf)
+                                   for leaf in tf.nest.flatten(out["host_call"])]
+        if "hook_tensors" in out:
+            result["hook_tensors"] = [first(value) for value in out["hook_tensors"]]
+        if "summaries" in out:
+            result["summaries"] = first(out["summaries"])
+        return result
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _OneStep:
-    """One step of the compiled loop: `strategy.run` on one input element, its outputs
+    """One step of the compiled loop: the traced step on one input element, its outputs
     written into the loop's TensorArrays (losses, step starts, host_call, fetched tensors)."""
 
-    strategy: tf.distribute.Strategy
-    replica_fn: Callable[..., Any]
+    traced: TracedTrainStep
     specs: list[tf.TensorSpec]  # host_call's.
     host_call_every_n: int
     fetch_dtypes: list[tf.DType]  # Hook tensors, then the summaries when emitted.
     emit_summaries: bool
-    legacy_loss_reporting: bool = False  # See `make_multi_step_train_fn`.
 
     def __call__(self, i: tf.Tensor, outfed: tf.Tensor, losses: tf.TensorArray,
                  starts: tf.TensorArray, calls: list[tf.TensorArray],
                  fetched: list[tf.TensorArray], element: Any) -> tuple:
-        strategy = self.strategy
-        features, labels = call_lib.split_element(element)
-        out = strategy.run(self.replica_fn, args=(features, labels))
-        reduce_op = tf.distribute.ReduceOp.MEAN
-        if self.legacy_loss_reporting and not _tf_strategies.loss_scaled_by_optimizer(
-                tf.compat.v1.get_default_graph()):
-            reduce_op = tf.distribute.ReduceOp.SUM
-        loss = cluster_lib.reduce_to_host(strategy, reduce_op, out["loss"])
-        start = (tf.cast(strategy.experimental_local_results(out["step"])[0], tf.int64)
-                 if "step" in out else tf.constant(-1, tf.int64))
+        out = self.traced(*call_lib.split_element(element))
+        start = out["step"] if "step" in out else tf.constant(-1, tf.int64)
         if self.specs:
-            leaves = [gather_replicas(strategy, leaf)
-                      for leaf in tf.nest.flatten(out["host_call"])]
+            leaves = out["host_call"]
             calls, outfed = tf.cond(
                 tf.equal(i % self.host_call_every_n, 0),  # `==` is identity under TF1 equality.
                 lambda: ([ta.write(outfed, leaf) for ta, leaf in zip(calls, leaves)],
@@ -171,10 +225,9 @@ class _OneStep:
         if self.fetch_dtypes:
             values = list(out.get("hook_tensors", [])) + (
                 [out["summaries"]] if self.emit_summaries else [])
-            fetched = [ta.write(i, strategy.experimental_local_results(value)[0])
-                       for ta, value in zip(fetched, values)]
-        return (tf.constant(True), i + 1, outfed, losses.write(i, loss), starts.write(i, start),
-                calls, fetched)
+            fetched = [ta.write(i, value) for ta, value in zip(fetched, values)]
+        return (tf.constant(True), i + 1, outfed, losses.write(i, out["loss"]),
+                starts.write(i, start), calls, fetched)
 
 
 def _compiled_loop(one_step: _OneStep, global_step: tf.Variable | None, endless: bool,

@@ -348,6 +348,9 @@ class TrainSession:
         returned for every step. With `use_tpu=False` model_fn's v1 summary ops are written
         as legacy's CPU path wrote them (with the loss summary, every `save_summary_steps`):
         when the trace made some, the loop is built and traced again returning them per step.
+        Both loops call one `loop.train_loop.TracedTrainStep`, traced once: model_fn runs
+        once per call of this method, as legacy built one graph per `train()` (a loop for
+        new `hook_tensors` is a new step, traced again).
         """
         runtime, plan = self._runtime, self._plan
         endless = source.endless
@@ -356,24 +359,22 @@ class TrainSession:
             return runtime.functions[key]
         record = replica_step.TraceRecord()
         caller = self._settings.caller(plan)
-
-        write_summaries = not self._settings.use_tpu
-
-        def build(emit_host_call: bool, specs: list[tf.TensorSpec] | None,
-                  emit_summaries: bool = False) -> Any:
-            step = source.wrap_step(replica_step.make_train_step(
+        traced = loop_lib.TracedTrainStep(
+            runtime.strategy, source.wrap_step(replica_step.make_train_step(
                 caller, runtime.registry, runtime.global_step, plan.for_model_fn,
-                record=record, emit_host_call=emit_host_call,
-                hook_tensor_names=tuple(name for name, _ in hook_tensors),
-                write_summaries=write_summaries, emit_summaries=emit_summaries))
-            return loop_lib.make_multi_step_train_fn(
-                runtime.strategy, step, host_call_specs=specs,
-                host_call_every_n=self._host_call_every_n(), global_step=runtime.global_step,
-                endless=endless, hook_tensor_dtypes=[dtype for _, dtype in hook_tensors],
-                input_spec=source.replica_spec, emit_summaries=emit_summaries,
-                legacy_loss_reporting=self._plan.plain and not self._settings.use_tpu)
+                record=record, hook_tensor_names=tuple(name for name, _ in hook_tensors),
+                write_summaries=not self._settings.use_tpu)),
+            endless=endless, input_spec=source.replica_spec,
+            legacy_loss_reporting=self._plan.plain and not self._settings.use_tpu)
 
-        train_loop = build(False, None)
+        def build(specs: list[tf.TensorSpec] | None, emit_summaries: bool = False) -> Any:
+            return loop_lib.make_multi_step_train_fn(
+                runtime.strategy, traced, host_call_specs=specs,
+                host_call_every_n=self._host_call_every_n(), global_step=runtime.global_step,
+                hook_tensor_dtypes=[dtype for _, dtype in hook_tensors],
+                emit_summaries=emit_summaries)
+
+        train_loop = build(None)
         train_loop.trace(iterator)
         emit_summaries = (record.model_summaries
                           and bool(self._settings.config.save_summary_steps))
@@ -381,7 +382,7 @@ class TrainSession:
             specs = ([tf.TensorSpec([None] + t.shape[1:].as_list(), t.dtype)
                       for t in tf.nest.flatten(record.host_call[1])]
                      if record.host_call is not None else None)
-            train_loop = build(record.host_call is not None, specs, emit_summaries)
+            train_loop = build(specs, emit_summaries)
             train_loop.trace(iterator)
         runtime.functions[key] = (train_loop, record)
         return runtime.functions[key]

@@ -239,15 +239,15 @@ def _as_float_loss(loss: Any) -> tf.Tensor:
 def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegistry,
                     global_step: tf.Variable, batch_size: int | None, *,
                     record: "TraceRecord",
-                    emit_host_call: bool = False,
                     hook_tensor_names: tuple[str, ...] = (),
-                    write_summaries: bool = False,
-                    emit_summaries: bool = False) -> Callable[[Any, Any], dict[str, Any]]:
-    """Returns `step(features, labels) -> {loss, step[, host_call][, hook_tensors]}` for TRAIN.
+                    write_summaries: bool = False) -> Callable[[Any, Any], dict[str, Any]]:
+    """Returns `step(features, labels) -> {loss, step[, host_call][, hook_tensors][,
+    summaries]}` for TRAIN.
 
     The returned tensors run after the spec's `train_op`, so reading them means the update
-    ran. The trace records `host_call` and `scaffold_fn` in `record`; with `emit_host_call`
-    the host_call tensors are returned too, for the host to gather. Within model_fn every
+    ran. The trace records `host_call` and `scaffold_fn` in `record`; a spec's host_call
+    tensors are returned too, for the host to gather (a loop built before the trace told it
+    of them leaves them unused: `loop.train_loop.TracedTrainStep`). Within model_fn every
     read of the global step sees the step's starting value (`global_step_reads`), so
     host_call tensors carry the step legacy logged (0 for the first step). `step` is that
     starting value: the host places each step's summaries by it, since a model_fn need not
@@ -262,8 +262,8 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
     (`tf.compat.v1.summary.scalar`, ...: the graph's SUMMARIES collection) are kept, as
     legacy's Estimator wrote `merge_all()` with its loss summary every
     `save_summary_steps`; the trace records that there are some (`record.model_summaries`)
-    and, with `emit_summaries`, each step returns them merged (`summaries`, a serialized
-    `Summary`). Without it they are dropped with a warning, as legacy did on a TPU.
+    and each step returns them merged (`summaries`, a serialized `Summary`, empty when there
+    are none). Without it they are dropped with a warning, as legacy did on a TPU.
     """
 
     def train_step(features: Any, labels: Any) -> dict[str, Any]:
@@ -293,11 +293,11 @@ def make_train_step(caller: ModelFnCaller, registry: variables_lib.VariableRegis
             with tf.control_dependencies([spec.train_op]):
                 outputs: dict[str, Any] = {"loss": _as_float_loss(spec.loss),
                                            "step": tf.identity(start)}
-                if emit_host_call and record.host_call is not None:
+                if getattr(spec, "host_call", None) is not None:
                     outputs["host_call"] = tf.nest.map_structure(
                         tf.identity, record.host_call_tensors(spec))
                 outputs.update(_hook_tensors(hook_tensor_names))
-                if emit_summaries:
+                if write_summaries:
                     outputs["summaries"] = (tf.compat.v1.summary.merge(summary_ops,
                                                                        collections=[])
                                             if summary_ops else tf.constant(b""))
