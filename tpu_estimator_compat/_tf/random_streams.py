@@ -42,7 +42,8 @@ output at every run; the twin fed the state `[0, seed2, seed]` draws the same bi
 advances its state by the same skip (tests/test_random_streams.py compares them over runs,
 shapes, dtypes and seeds). Each op built gets its own state variable, on its own device
 (each replica's op had its own kernel), so restarting a call's streams is assigning the
-start states back (`note_function`), and TensorFlow keeps the loop's kernels. Ops with no
+start states back (`note_function`: every twin the calling estimator traced, once per call,
+before its first compiled function runs), and TensorFlow keeps the loop's kernels. Ops with no
 such twin (RandomShuffle, Multinomial, RandomGamma, ...), unseeded ones (seeds 0 and 0: a
 kernel seeded at random), ops outside CPU devices (the bit equality was shown for the CPU
 kernels) and functions run by TPU or parameter-server strategies keep the original op and
@@ -50,7 +51,7 @@ the new kernels above. Why private: the ops' Python wrappers are patched
 (`random_streams.twin_*`, the only place every `tf.random`/`tf.nn.dropout` op is made), the
 twins have no public API taking a state variable, the state is a bare `ResourceVariable`
 (`tf.Variable` would go through the strategy's and the library's variable creators, and
-into checkpoints), and the function graph a twin belongs to is found through
+into checkpoints), and whether an op is traced inside a function is found through
 `FuncGraph.outer_graph`.
 """
 
@@ -89,7 +90,9 @@ class _State:
     # `note_streams`).
     resets: int = 0  # Functions given new kernels (`note_function`), for tests and logs.
     clears: int = 0  # Full cache clears by `restart`.
-    rewinds: int = 0  # Functions whose twins' states were set back to their starts.
+    rewinds: int = 0  # Calls whose twins' states were set back to their starts.
+    rewound_at: int = -1  # The generation whose twins were last set back.
+    owner: Any = None  # A weak reference to the estimator whose call this generation is.
 
 
 _state = _State()
@@ -149,10 +152,17 @@ def note_function(concrete_fn: Any) -> bool:
         _last_run[concrete_fn] = generation
         if not _state.seeded:
             return False
-        streams = _twin_streams.get(concrete_fn.graph)
-        if streams:
-            _rewind(streams)
-            _state.rewinds += 1
+        if _state.rewound_at != generation:
+            # Every twin, not only this function's: a traced step shared by several loops
+            # (the train loop rebuilt for summaries, evaluate's probe and loop) keeps its
+            # twins under the graph that traced it first. Legacy's new graph restarted
+            # every stream at each call; one call's loops continue them, as its session did.
+            _state.rewound_at = generation
+            owner = _state.owner() if _state.owner is not None else None
+            streams = _owned_streams(owner)
+            if streams:
+                _rewind(streams)
+                _state.rewinds += 1
         if (last is None or last < _state.cleared_at
                 or not holds_stateful_random_ops(concrete_fn)):
             return False
@@ -193,11 +203,13 @@ def note_streams() -> None:
     _state.eager_draws = True
 
 
-def restart(seed: int | None, fresh: bool = False) -> bool:
+def restart(seed: int | None, fresh: bool = False, owner: Any = None) -> bool:
     """Sets `seed` as the global seed and restarts the eager op-seed sequence, as
     `tf.random.set_seed(seed)` does; clears every kernel cache only if `fresh` or eager
     ops drew op seeds since the last restart (see the module docstring), never without a
-    seed (nothing repeats then). Returns whether it cleared them."""
+    seed (nothing repeats then). Returns whether it cleared them. `owner` (the estimator
+    making the call) owns the twins traced until the next restart; a seeded call sets back
+    its owner's twins only."""
     if not tf.executing_eagerly():  # A graph's seed: no cache involved.
         tf.random.set_seed(seed)
         return False
@@ -207,6 +219,7 @@ def restart(seed: int | None, fresh: bool = False) -> bool:
         clear = seed is not None and (fresh or _state.eager_draws or not watched)
         _state.generation += 1
         _state.seeded = seed is not None
+        _state.owner = weakref.ref(owner) if owner is not None else None
         _state.eager_draws = False
         if clear:
             ctx.clear_kernel_cache()
@@ -222,7 +235,7 @@ def restart(seed: int | None, fresh: bool = False) -> bool:
 
 
 def counts() -> tuple[int, int, int]:
-    """(functions given new kernels, full cache clears, functions whose twins were set back)
+    """(functions given new kernels, full cache clears, calls whose twins were set back)
     so far: what `restart` and `note_function` cost, for logs and tests."""
     return _state.resets, _state.clears, _state.rewinds
 
@@ -250,7 +263,15 @@ _TWIN_PATCHES = ("random_streams.twin_uniform", "random_streams.twin_normal",
                  "random_streams.twin_truncated_normal", "random_streams.twin_uniform_int")
 # Per traced function graph (the outermost one: a concrete function's `graph`): the
 # generator states of the twins built in it, with their start values.
+# Twins by the estimator that traced them (`restart`'s owner; None: no estimator). Kept by
+# owner, not by the graph traced in: a loop built around an already-traced step (train's
+# loop rebuilt for summaries, evaluate's probe) may outlive the graph that first traced it.
 _twin_streams: "weakref.WeakKeyDictionary[Any, list[_Stream]]" = weakref.WeakKeyDictionary()
+_unowned_streams: list["_Stream"] = []
+
+
+def _owned_streams(owner: Any) -> list["_Stream"]:
+    return _unowned_streams if owner is None else _twin_streams.setdefault(owner, [])
 
 
 @dataclasses.dataclass(eq=False)
@@ -318,7 +339,8 @@ def _stream_for(seed: int, seed2: int, dtype: Any) -> Any:
     if tf.DeviceSpec.from_string(variable.device).device_type != "CPU":
         return None
     with _lock:
-        _twin_streams.setdefault(graph, []).append(_Stream(variable, start))
+        owner = _state.owner() if _state.owner is not None else None
+        _owned_streams(owner).append(_Stream(variable, start))
     return variable.handle
 
 

@@ -276,7 +276,7 @@ class Estimator:
         seed = self._config.tf_random_seed
         if seed is not None and (initializing if host is None else host):
             random_streams.seed_host_generators(seed)
-        random_streams.restart(seed, fresh=initializing)
+        random_streams.restart(seed, fresh=initializing, owner=self)
 
     def _plan(self, mode: str, strategy: tf.distribute.Strategy) -> context_lib.BatchPlan:
         name = {ModeKeys.TRAIN: "train_batch_size", ModeKeys.EVAL: "eval_batch_size",

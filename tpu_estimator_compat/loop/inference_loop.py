@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from tpu_estimator_compat._tf import random_streams
 from tpu_estimator_compat._tf import strategies as _tf_strategies
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.inputs import call as call_lib
@@ -227,7 +228,10 @@ class InferenceLoop:
         (e.g. to capture `init_from_checkpoint`).
         """
         if not self._structure:
-            self._probe.get_concrete_function(iterator)
+            # The loops reuse this trace of the step: its seeded random ops are built as
+            # twins here, as inside a loop's own trace (`plumbing.Dispatch`).
+            with random_streams.random_op_twins():
+                self._probe.get_concrete_function(iterator)
             structure = self._replica_structure
             self._per_example = _per_example_leaves(structure, self._padded,
                                                     self._batch_major_predictions)
