@@ -10,7 +10,8 @@ nothing of strategies or model_fns.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import threading
+from typing import Any, Callable
 
 import tensorflow as tf
 
@@ -147,13 +148,46 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int | None,
     `batch` None (a plain Estimator: no batch size is known): batches stay as they are, and
     the endless ones are empty, as legacy's distributed input fed a replica whose input had
     ended.
-    """
-    dataset = dataset.map(plain_graph(
-        lambda *element: _as_dict(element if len(element) > 1 else element[0])))
-    if batch is None:
-        return _mask_only(dataset)
 
-    def pad(element: dict[str, Any]) -> dict[str, Any]:
+    The mapped functions are traced once per element spec and reused by later pipelines
+    (`_reused`).
+    """
+    if batch is None:
+        real = dataset.map(_reused("mask", lambda: _mask_all))
+        return real.concatenate(real.take(1).map(_reused("empty", lambda: _empty)).cache()
+                                .repeat())
+    real = dataset.map(_reused("pad", lambda: _padder(batch, axes), batch, axes))
+    return real.concatenate(real.take(1).map(_reused("blank", lambda: _blank_batch)).cache()
+                            .repeat())
+
+
+# Each evaluate/predict call makes a new input pipeline (input_fn is called once per call),
+# and `Dataset.map` traces its function anew every time: the padding's maps were a third of
+# what preparing an 8-replica evaluation's input cost besides the iterator (issue 45). As
+# `tf.function`s kept here, each is traced once per element spec; a later pipeline's map
+# traces only a call to it. Keyed by the function's name and its arguments.
+_FUNCTIONS: dict[tuple, Any] = {}
+_FUNCTIONS_LOCK = threading.Lock()
+
+
+def _reused(name: str, make: Callable[[], Callable[..., Any]],
+            *key: Any) -> Callable[..., Any]:
+    """`make()` as a `tf.function` shared by every pipeline mapping it with `key`."""
+    with _FUNCTIONS_LOCK:
+        function = _FUNCTIONS.get((name,) + key)
+        if function is None:
+            function = _FUNCTIONS[(name,) + key] = tf.function(make(), autograph=False)
+    return plain_graph(function)
+
+
+def _element_dict(element: tuple) -> dict[str, Any]:
+    """A mapped function's arguments (tf.data unpacks tuples) as `{features, [labels]}`."""
+    return _as_dict(element if len(element) > 1 else element[0])
+
+
+def _padder(batch: int, axes: BatchAxes) -> Callable[..., dict[str, Any]]:
+    def pad(*element: Any) -> dict[str, Any]:
+        element = _element_dict(element)
         rows = _rows(element, axes, batch)
         flat = tf.nest.flatten(element)
         padded = tf.nest.pack_sequence_as(
@@ -162,34 +196,30 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int | None,
         padded[MASK_KEY] = tf.range(batch, dtype=tf.int64) < rows
         return padded
 
-    def blank(element: dict[str, Any]) -> dict[str, Any]:
-        element = tf.nest.map_structure(_blank, element)
-        element[MASK_KEY] = tf.zeros_like(element[MASK_KEY])
-        return element
-
-    real = dataset.map(plain_graph(pad))
-    return real.concatenate(real.take(1).map(plain_graph(blank)).cache().repeat())
+    return pad
 
 
-def _mask_only(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """`pad_and_mask` for batches of unknown size: all-real masks, then empty batches."""
+def _blank_batch(element: dict[str, Any]) -> dict[str, Any]:
+    element = tf.nest.map_structure(_blank, element)
+    element[MASK_KEY] = tf.zeros_like(element[MASK_KEY])
+    return element
 
-    def rows(element: dict[str, Any]) -> tf.Tensor:
-        for tensor in tf.nest.flatten(element):
-            if tensor.shape.rank != 0:
-                return _shape(tensor)[0]
-        return tf.constant(1, tf.int64)
 
-    def mask(element: dict[str, Any]) -> dict[str, Any]:
-        element = dict(element)
-        element[MASK_KEY] = tf.ones([rows(element)], tf.bool)
-        return element
+def _mask_all(*element: Any) -> dict[str, Any]:
+    """`pad_and_mask` for batches of unknown size: every row real."""
+    element = _element_dict(element)
+    rows = tf.constant(1, tf.int64)
+    for tensor in tf.nest.flatten(element):
+        if tensor.shape.rank != 0:
+            rows = _shape(tensor)[0]
+            break
+    element[MASK_KEY] = tf.ones([rows], tf.bool)
+    return element
 
-    def empty(element: dict[str, Any]) -> dict[str, Any]:
-        return tf.nest.map_structure(_no_rows, element)
 
-    real = dataset.map(plain_graph(mask))
-    return real.concatenate(real.take(1).map(plain_graph(empty)).cache().repeat())
+def _empty(element: dict[str, Any]) -> dict[str, Any]:
+    """An empty batch, as legacy's distributed input fed a replica whose input had ended."""
+    return tf.nest.map_structure(_no_rows, element)
 
 
 def _no_rows(tensor: Any) -> Any:
