@@ -891,3 +891,19 @@ def test_empty_padded_input_split_on_host_has_no_element():
     assert isinstance(source.dataset, inputs.HostSplitDataset)
     iterator = inputs.iterate(source.dataset)
     assert not bool(iterator.get_next_as_optional().has_value())
+
+
+def test_stack_parts_is_rebatch_then_batch():
+    """PER_HOST_V1 split on the host reshapes each host batch; the replicas' batches are
+    `rebatch`'s, stacked in replica order."""
+    dataset = tf.data.Dataset.range(48).map(
+        lambda r: {"x": tf.fill([3], r), "s": tf.strings.as_string(r), "m": r % 2 == 0})
+    dataset = dataset.batch(8, drop_remainder=True)
+    expected = list(dataset.rebatch(2).batch(4, drop_remainder=True).as_numpy_iterator())
+    stacked = pad_lib.stack_parts(dataset, 4)
+    assert stacked.element_spec["x"].shape == (4, 2, 3)
+    actual = list(stacked.as_numpy_iterator())
+    assert len(actual) == len(expected) == 6
+    for want, got in zip(expected, actual):
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key])
