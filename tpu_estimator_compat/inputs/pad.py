@@ -10,12 +10,12 @@ nothing of strategies or model_fns.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Any, Callable
 
 import tensorflow as tf
 
 from tpu_estimator_compat import shapes as shapes_lib
+from tpu_estimator_compat._tf import dataset_maps as _dataset_maps
 from tpu_estimator_compat.inputs.call import plain_graph, split_element
 
 MASK_KEY = "padding_mask"
@@ -153,31 +153,19 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int | None,
     (`_reused`).
     """
     if batch is None:
-        real = dataset.map(_reused("mask", lambda: _mask_all))
-        return real.concatenate(real.take(1).map(_reused("empty", lambda: _empty)).cache()
+        real = _reused(dataset, "mask", lambda: _mask_all)
+        return real.concatenate(_reused(real.take(1), "empty", lambda: _empty).cache()
                                 .repeat())
-    real = dataset.map(_reused("pad", lambda: _padder(batch, axes), batch, axes))
-    return real.concatenate(real.take(1).map(_reused("blank", lambda: _blank_batch)).cache()
+    real = _reused(dataset, "pad", lambda: _padder(batch, axes), batch, axes)
+    return real.concatenate(_reused(real.take(1), "blank", lambda: _blank_batch).cache()
                             .repeat())
 
 
-# Each evaluate/predict call makes a new input pipeline (input_fn is called once per call),
-# and `Dataset.map` traces its function anew every time: the padding's maps were a third of
-# what preparing an 8-replica evaluation's input cost besides the iterator (issue 45). As
-# `tf.function`s kept here, each is traced once per element spec; a later pipeline's map
-# traces only a call to it. Keyed by the function's name and its arguments.
-_FUNCTIONS: dict[tuple, Any] = {}
-_FUNCTIONS_LOCK = threading.Lock()
-
-
-def _reused(name: str, make: Callable[[], Callable[..., Any]],
-            *key: Any) -> Callable[..., Any]:
-    """`make()` as a `tf.function` shared by every pipeline mapping it with `key`."""
-    with _FUNCTIONS_LOCK:
-        function = _FUNCTIONS.get((name,) + key)
-        if function is None:
-            function = _FUNCTIONS[(name,) + key] = tf.function(make(), autograph=False)
-    return plain_graph(function)
+def _reused(dataset: tf.data.Dataset, name: str, make: Callable[[], Callable[..., Any]],
+            *key: Any) -> tf.data.Dataset:
+    """`dataset.map(make())`, its function traced once per element spec and `key`
+    (`_tf/dataset_maps.py`): each evaluate/predict call makes a new input pipeline."""
+    return _dataset_maps.kept_map(dataset, lambda: plain_graph(make()), (name,) + key)
 
 
 def stack_parts(dataset: tf.data.Dataset, parts: int) -> tf.data.Dataset:
@@ -186,7 +174,7 @@ def stack_parts(dataset: tf.data.Dataset, parts: int) -> tf.data.Dataset:
     What `dataset.rebatch(rows // parts).batch(parts)` gives, in one reused map: `rebatch`
     traces a map of its own in every pipeline.
     """
-    return dataset.map(_reused("stack", lambda: _stacker(parts), parts))
+    return _reused(dataset, "stack", lambda: _stacker(parts), parts)
 
 
 def _stacker(parts: int) -> Callable[..., Any]:
