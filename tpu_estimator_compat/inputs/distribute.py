@@ -424,6 +424,7 @@ def iterate(dataset: Any,
             generators: _device_iterators.DeviceGeneratorCache | None = None) -> Any:
     """`iter(dataset)` for a dataset from `distribute`, whose deletion does not stall.
 
+    A `HostSplitDataset` gets its one host iterator (`HostSplitDataset.iterator`).
     On several devices TF builds a MultiDeviceIterator: one pipeline per device on top of the
     host pipeline, each with a tf.data autotune thread whose sleep doubles up to 60 s while
     the iterator lives and which the iterator's deletion waits for, device after device (a
