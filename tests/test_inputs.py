@@ -790,3 +790,120 @@ def test_lists_of_arrays_stay_sequences_of_tensors():
     (x, names), (y, pairs) = element
     assert x.shape == (4, 2) and names.dtype == tf.string and y.shape == (4, 1)
     assert pairs.shape == (2, 2)  # Nested numbers are one tensor, as a TF op made them.
+
+
+# Padded evaluation/prediction input on several CPU replicas: one host iterator, split in
+# the step (issue 45), giving every replica what the strategy's own iterator gives it.
+
+
+def _padded_input(strategy, input_fn, pipeline, *, split_on_host, batch=16, mode="eval"):
+    plan = _plan(pipeline, batch=batch, replicas=strategy.num_replicas_in_sync)
+    return inputs.distribute_input(strategy, input_fn, params={}, config=None, mode=mode,
+                                   plan=plan, use_tpu=True, pad=True,
+                                   split_on_host=split_on_host)
+
+
+def _padded_batches(strategy, source, steps):
+    """[step][replica] -> [every tensor of the element, flattened; the mask last], read in
+    a tf.function as the inference loop reads them."""
+    iterator = inputs.iterate(source.dataset)
+
+    @tf.function(autograph=False)
+    def read(iterator):
+        optional = iterator.get_next_as_optional()
+        return optional.has_value(), [strategy.experimental_local_results(leaf)
+                                      for leaf in tf.nest.flatten(optional.get_value())]
+
+    out = []
+    for _ in range(steps):
+        has_value, leaves = read(iterator)
+        assert bool(has_value)
+        out.append([[leaf[r].numpy() for leaf in leaves]
+                    for r in range(strategy.num_replicas_in_sync)])
+    return out
+
+
+@pytest.mark.parametrize("pipeline", [InputPipelineConfig.PER_HOST_V1,
+                                      InputPipelineConfig.PER_HOST_V2,
+                                      InputPipelineConfig.BROADCAST])
+def test_padded_input_split_on_host_gives_every_replica_the_strategys_batches(strategy,
+                                                                            pipeline):
+    """Issue 45: one host iterator split per replica in the step feeds each replica the
+    rows the strategy's MultiDeviceIterator feeds it, padding and masks included, past the
+    end of the real rows (84 rows: the last global batch of 16 is partial)."""
+    calls = []
+
+    def input_fn(params):
+        calls.append(1)
+        ds = tf.data.Dataset.range(84).map(lambda r: ({"x": r, "s": tf.strings.as_string(r)},
+                                                      r * 10))
+        return ds.batch(params["batch_size"])
+
+    split = _padded_input(strategy, input_fn, pipeline, split_on_host=True)
+    plain = _padded_input(strategy, input_fn, pipeline, split_on_host=False)
+    assert len(calls) == 2  # input_fn called once per input.
+    mirrored = strategy.num_replicas_in_sync > 1
+    assert isinstance(split.dataset, inputs.HostSplitDataset) is mirrored
+    assert not isinstance(plain.dataset, inputs.HostSplitDataset)
+    assert split.replica_spec == plain.replica_spec
+    steps = 8 if pipeline != InputPipelineConfig.BROADCAST else 2
+    expected = _padded_batches(strategy, plain, steps)
+    actual = _padded_batches(strategy, split, steps)
+    real = 0
+    for want, got in zip(expected, actual):
+        for want_replica, got_replica in zip(want, got):
+            assert len(got_replica) == len(want_replica) == 4  # x, s, labels, mask.
+            for want_leaf, got_leaf in zip(want_replica, got_replica):
+                np.testing.assert_array_equal(got_leaf, want_leaf)
+            real += int(got_replica[-1].sum())
+    if pipeline != InputPipelineConfig.BROADCAST:
+        assert real == 84  # Every row once, then only padding.
+
+
+def test_padded_input_of_unknown_shapes_takes_the_strategys_iterator():
+    """Batches that cannot be stacked (a ragged axis) keep the strategy's own iterator,
+    with input_fn still called once."""
+    strategy = make_strategy("mirrored8")
+    calls = []
+
+    def input_fn(params):
+        calls.append(1)
+        ds = tf.data.Dataset.range(20).map(lambda r: tf.range(r % 3))
+        return ds.padded_batch(params["batch_size"]).map(
+            lambda x: (x, tf.reduce_sum(x, axis=1)))
+
+    source = _padded_input(strategy, input_fn, InputPipelineConfig.PER_HOST_V2,
+                           split_on_host=True)
+    assert len(calls) == 1
+    assert not isinstance(source.dataset, inputs.HostSplitDataset)
+    features, _ = next(iter(source.dataset))["features"], None
+    assert len(strategy.experimental_local_results(features)) == 8
+
+
+def test_empty_padded_input_split_on_host_has_no_element():
+    strategy = make_strategy("mirrored8")
+
+    def input_fn(params):
+        return tf.data.Dataset.range(0).map(lambda r: (r, r)).batch(params["batch_size"])
+
+    source = _padded_input(strategy, input_fn, InputPipelineConfig.PER_HOST_V1,
+                           split_on_host=True)
+    assert isinstance(source.dataset, inputs.HostSplitDataset)
+    iterator = inputs.iterate(source.dataset)
+    assert not bool(iterator.get_next_as_optional().has_value())
+
+
+def test_stack_parts_is_rebatch_then_batch():
+    """PER_HOST_V1 split on the host reshapes each host batch; the replicas' batches are
+    `rebatch`'s, stacked in replica order."""
+    dataset = tf.data.Dataset.range(48).map(
+        lambda r: {"x": tf.fill([3], r), "s": tf.strings.as_string(r), "m": r % 2 == 0})
+    dataset = dataset.batch(8, drop_remainder=True)
+    expected = list(dataset.rebatch(2).batch(4, drop_remainder=True).as_numpy_iterator())
+    stacked = pad_lib.stack_parts(dataset, 4)
+    assert stacked.element_spec["x"].shape == (4, 2, 3)
+    actual = list(stacked.as_numpy_iterator())
+    assert len(actual) == len(expected) == 6
+    for want, got in zip(expected, actual):
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key])

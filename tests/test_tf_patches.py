@@ -189,7 +189,8 @@ _SCOPED_ARGS = {
 
 _SEAM_MODULES = ("_tf/private.py", "_tf/patches.py", "_tf/patch_table.py",
                  "_tf/device_iterators.py", "_tf/estimator_seam.py", "_tf/random_streams.py",
-                 "_tf/object_graph.py", "_tf/strategies.py")
+                 "_tf/object_graph.py", "_tf/strategies.py", "_tf/host_iterators.py",
+                 "_tf/dataset_maps.py")
 
 # Private names outside the seam whose access is not TensorFlow's, and why.
 _NOT_TENSORFLOW = {

@@ -27,6 +27,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 
 from tpu_estimator_compat.checkpoint import meta as checkpoint_meta
+from tpu_estimator_compat.checkpoint import restore_assign
 from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import shapes as shapes_lib
 
@@ -258,8 +259,7 @@ class V1Saver:
                     prefix=prefix, tensor_names=names,
                     shape_and_slices=[_FULL_TENSOR] * len(names),
                     dtypes=[self._variables[n].dtype for n in names])
-        for name, tensor in zip(names, tensors):
-            self._variables[name].assign(tensor)
+        restore_assign.assign_all([self._variables[n] for n in names], tensors)
         logging.info("Restored %d variables from %s", len(names), prefix)
 
 

@@ -6,7 +6,9 @@ Owns calling the user's input_fn once per input pipeline (host) through
 batch rules of `context.py`, padding of `pad.py`), and the iterators over those datasets
 (`iterate`: built so that deleting one does not stall; `_tf_patches` swaps in the per-device
 pipeline builder made here while one is built; `release_off_thread`: deleted where a stall
-cannot hold up the call). It knows nothing of model_fns, specs or the training loop.
+cannot hold up the call). Padded evaluation/prediction input on several CPU replicas of one
+process skips the strategy's per-device pipelines: one host iterator, split per replica in
+the step (`HostSplitDataset`). It knows nothing of model_fns, specs or the training loop.
 
 On several hosts (a multi-worker cluster, a TPU pod) each host calls input_fn once with its
 own `tf.distribute.InputContext`, and `params['context'].current_host` says which host it is,
@@ -33,12 +35,13 @@ import tensorflow as tf
 
 from tpu_estimator_compat import log as logging
 from tpu_estimator_compat._tf import device_iterators as _device_iterators
+from tpu_estimator_compat._tf import host_iterators as _host_iterators
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat.cluster import workers as cluster_lib
 from tpu_estimator_compat.inputs.call import (HeldValues, call_input_fn, plain_graph,
                                               to_dataset)
 from tpu_estimator_compat.inputs.context import LOCAL_HOST, BatchPlan
-from tpu_estimator_compat.inputs.pad import BatchAxes, pad_and_mask
+from tpu_estimator_compat.inputs.pad import BatchAxes, pad_and_mask, stack_parts
 from tpu_estimator_compat.inputs import queue_input
 from tpu_estimator_compat.tpu_config import InputPipelineConfig
 
@@ -92,14 +95,18 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
                  use_tpu: bool, input_device: str, repeat_tensors: bool = True,
                  pad: bool = False, batch_axis: BatchAxes = BatchAxes(),
                  fed_to_devices: bool = False,
-                 held: list[HeldValues] | None = None) -> tf.data.Dataset:
+                 held: list[HeldValues] | None = None,
+                 stacked: list[bool] | None = None) -> tf.data.Dataset:
     """Calls input_fn for one host and returns that host's dataset of per-replica batches.
 
     `distribute` calls it once per host through the strategy; a parameter-server cluster
     calls it once per worker (`worker_dataset_fn`). See `distribute` for the arguments;
     `fed_to_devices` says the dataset feeds a MultiDeviceIterator (see
     `_without_default_autotune`); `held` receives input_fn's Python values, kept out of the
-    dataset (`call.HeldValues`).
+    dataset (`call.HeldValues`). With `stacked` (a list; one host splitting its batches per
+    replica itself, `HostSplitDataset`), a PER_HOST_V1 host batch of static shapes is not
+    rebatched but reshaped into its replicas' batches stacked on a new axis 0, and whether
+    input_fn's dataset never ends is appended to `stacked`.
     """
     if not (use_tpu and plan.pipeline == InputPipelineConfig.PER_HOST_V1):
         batch_axis = BatchAxes()
@@ -134,13 +141,9 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
     endless = _cardinality(dataset) == tf.data.INFINITE_CARDINALITY
     if pad:
         dataset = pad_and_mask(dataset, plan.for_input_fn, batch_axis)
-    if plan.rebatch_to is not None and batch_axis.axes is not None:
-        parts = plan.for_input_fn // plan.rebatch_to
-        dataset = dataset.flat_map(plain_graph(
-            lambda *element: batch_axis.split(
-                element if len(element) > 1 else element[0], parts)))
-    elif plan.rebatch_to is not None:
-        dataset = dataset.rebatch(plan.rebatch_to)
+    dataset, stacks = _rebatched(dataset, plan, batch_axis, stacked is not None)
+    if stacks:
+        stacked.append(endless)
     if plan.pipeline == InputPipelineConfig.BROADCAST and plan.num_replicas > 1:
         # Every replica of this host takes the same whole batch, as the broadcast infeed
         # did: each element is handed out once per local replica.
@@ -155,6 +158,26 @@ def host_dataset(input_fn: Callable[..., Any], input_context: tf.distribute.Inpu
     if fed_to_devices:
         dataset = _without_default_autotune(dataset)
     return dataset
+
+
+def _rebatched(dataset: tf.data.Dataset, plan: BatchPlan, batch_axis: BatchAxes,
+               may_stack: bool) -> tuple[tf.data.Dataset, bool]:
+    """PER_HOST_V1: each host batch as its replicas' batches, in replica order; with
+    `may_stack`, stacked on a new axis 0 when it can be (then True)."""
+    if plan.rebatch_to is None:
+        return dataset, False
+    parts = plan.for_input_fn // plan.rebatch_to
+    if batch_axis.axes is not None:
+        return dataset.flat_map(plain_graph(
+            lambda *element: batch_axis.split(
+                element if len(element) > 1 else element[0], parts))), False
+    if may_stack and plan.num_hosts == 1 and all(
+            type(spec) is tf.TensorSpec and spec.shape.is_fully_defined()  # noqa: E721
+            and spec.shape.rank and spec.shape[0] == plan.for_input_fn
+            for spec in tf.nest.flatten(dataset.element_spec)):
+        # `rebatch(...).batch(parts)` without rebatch's own traced map (issue 45).
+        return stack_parts(dataset, parts), True
+    return dataset.rebatch(plan.rebatch_to), False
 
 
 def worker_dataset_fn(input_fn: Callable[..., Any], *, params: dict[str, Any], config: Any,
@@ -222,7 +245,8 @@ def distribute_input(strategy: tf.distribute.Strategy, input_fn: Callable[..., A
                      params: dict[str, Any], config: Any, mode: str, plan: BatchPlan,
                      use_tpu: bool, repeat_tensors: bool = True,
                      pad: bool = False,
-                     batch_axis: BatchAxes = BatchAxes()) -> DistributedInput:
+                     batch_axis: BatchAxes = BatchAxes(),
+                     split_on_host: bool = True) -> DistributedInput:
     """Calls input_fn once per host and returns the per-replica distributed dataset.
 
     With `pad` (evaluation and prediction on several replicas) elements become dicts
@@ -235,28 +259,125 @@ def distribute_input(strategy: tf.distribute.Strategy, input_fn: Callable[..., A
     of the dataset and reach model_fn as they are (`DistributedInput.held`), as legacy's
     one-device graph gave them; on several replicas or padded batches (legacy took only
     datasets or tensors there) they are tensors, fed like the others.
+
+    Padded input on several CPU replicas of one process (`_splits_on_host`) is read through
+    one host iterator and split per replica in the step (`HostSplitDataset`), unless
+    `split_on_host` is False; each replica gets the batches the strategy's own iterator
+    gives it.
     """
     fed_to_devices = _feeds_devices(strategy)
     replica_specs: list[Any] = []
     held: list[HeldValues] | None = (
         [] if plan.num_replicas == 1 and not pad and not batch_axis.axes else None)
+    on_host = pad and split_on_host and _splits_on_host(strategy)
+    stacked: list[bool] | None = [] if on_host else None
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         dataset = host_dataset(input_fn, input_context, params=params, config=config,
                                mode=mode, plan=plan, use_tpu=use_tpu,
                                input_device=_host_device(strategy, input_context),
                                repeat_tensors=repeat_tensors, pad=pad, batch_axis=batch_axis,
-                               fed_to_devices=fed_to_devices, held=held)
+                               fed_to_devices=fed_to_devices, held=held, stacked=stacked)
         replica_specs.append(dataset.element_spec)
         return dataset
 
+    if on_host:
+        # One process, one input pipeline: the InputContext and device the strategy uses.
+        replicas = strategy.num_replicas_in_sync
+        context = tf.distribute.InputContext(1, 0, replicas)
+        device = _host_device(strategy, context)
+        with tf.device(device):
+            host = dataset_fn(context)
+        if stacked:  # Already [replicas, per-replica batch, ...].
+            spec = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape[1:], s.dtype),
+                                         host.element_spec)
+            # Padded input ends only when input_fn gave none (as `rebatch` said, not known
+            # endless unless input_fn's was): the loop then checks for its end.
+            return DistributedInput(HostSplitDataset.of(host, strategy, device, stacked=True),
+                                    spec, known_endless=stacked[0])
+        if _stackable(host):
+            return DistributedInput(HostSplitDataset.of(host, strategy, device),
+                                    replica_specs[0])
+        dataset_fn = lambda _: host  # noqa: E731  input_fn was called; the strategy feeds it.
     options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
     dataset = strategy.distribute_datasets_from_function(dataset_fn, options)
     return DistributedInput(dataset, replica_specs[0] if replica_specs else None,
                             held=held[0] if held else None)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class HostSplitDataset:
+    """Per-replica batches stacked one per replica on the host (`_tf/host_iterators.py`).
+
+    A MirroredStrategy's own iterator hands element k of the host's dataset of per-replica
+    batches to replica k mod R, through one pipeline per device, each built in a
+    `MakeIterator` of its own (~0.15 s of every evaluate/predict call on 8 replicas). Here
+    R consecutive elements are stacked (`batch(R)`) and read by one host iterator, whose
+    element the compiled step unstacks, row r to replica r: the same batches on the same
+    replicas. `prefetch(1)` keeps the host's next element being made while a step runs.
+    """
+
+    dataset: tf.data.Dataset
+    replicas: int
+    strategy: tf.distribute.Strategy
+    device: str
+
+    @classmethod
+    def of(cls, host: tf.data.Dataset, strategy: tf.distribute.Strategy, device: str,
+           stacked: bool = False) -> "HostSplitDataset":
+        """`host`'s per-replica batches (`stacked`: already stacked), R at a time."""
+        replicas = strategy.num_replicas_in_sync
+        with tf.device(device):
+            if not stacked:
+                host = host.batch(replicas, drop_remainder=True)
+            stacked = host.prefetch(1)
+        return cls(stacked, replicas, strategy, device)
+
+    @property
+    def cardinality(self) -> tf.Tensor:
+        return self.dataset.cardinality()
+
+    def iterator(self) -> _host_iterators.HostSplitIterator:
+        with tf.device(self.device):
+            return _host_iterators.HostSplitIterator(iter(self.dataset), self.replicas,
+                                                     self.strategy)
+
+    def __iter__(self) -> _host_iterators.HostSplitIterator:
+        return self.iterator()
+
+
+def _splits_on_host(strategy: tf.distribute.Strategy) -> bool:
+    """Whether one host iterator split in the step feeds this strategy's replicas.
+
+    A MirroredStrategy over several CPU devices of one process: their batches are in host
+    memory whichever iterator made them. On GPUs the strategy's own iterator copies each
+    replica's next batch to its device ahead of the step, which a split in the step would
+    not; on several workers each worker has its own iterator.
+    """
+    if (not isinstance(strategy, tf.distribute.MirroredStrategy)
+            or cluster_lib.is_multi_client(strategy)):
+        return False
+    try:
+        devices = [tf.DeviceSpec.from_string(d) for d in strategy.extended.worker_devices]
+    except (RuntimeError, NotImplementedError):
+        return False
+    return (len(devices) > 1 and all(d.device_type == "CPU" for d in devices)
+            and len({(d.job, d.replica, d.task) for d in devices}) == 1)
+
+
+def _stackable(dataset: tf.data.Dataset) -> bool:
+    """Whether R consecutive elements stack into one: dense tensors of fully defined shapes.
+
+    Only padded input is split on the host: it ends, if ever, before its first element (no
+    input at all), never with some replicas fed and others not, so stacking R elements at
+    a time drops nothing.
+    """
+    return all(type(spec) is tf.TensorSpec and spec.shape.is_fully_defined()  # noqa: E721
+               for spec in tf.nest.flatten(dataset.element_spec))
+
+
 def _cardinality(dataset: tf.data.Dataset) -> int | None:
+
     return tf.get_static_value(dataset.cardinality())
 
 
@@ -303,6 +424,7 @@ def iterate(dataset: Any,
             generators: _device_iterators.DeviceGeneratorCache | None = None) -> Any:
     """`iter(dataset)` for a dataset from `distribute`, whose deletion does not stall.
 
+    A `HostSplitDataset` gets its one host iterator (`HostSplitDataset.iterator`).
     On several devices TF builds a MultiDeviceIterator: one pipeline per device on top of the
     host pipeline, each with a tf.data autotune thread whose sleep doubles up to 60 s while
     the iterator lives and which the iterator's deletion waits for, device after device (a
@@ -316,6 +438,8 @@ def iterate(dataset: Any,
     reused by every later iterator (`cached_device_generators`); without it TF traces six
     per device for each iterator.
     """
+    if isinstance(dataset, HostSplitDataset):
+        return dataset.iterator()  # One host iterator: no per-device pipelines.
     with contextlib.ExitStack() as patched:
         patched.enter_context(_tf_patches.applied("inputs.device_pipelines"))
         if generators is not None:

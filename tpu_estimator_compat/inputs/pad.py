@@ -10,11 +10,12 @@ nothing of strategies or model_fns.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import tensorflow as tf
 
 from tpu_estimator_compat import shapes as shapes_lib
+from tpu_estimator_compat._tf import dataset_maps as _dataset_maps
 from tpu_estimator_compat.inputs.call import plain_graph, split_element
 
 MASK_KEY = "padding_mask"
@@ -147,13 +148,53 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int | None,
     `batch` None (a plain Estimator: no batch size is known): batches stay as they are, and
     the endless ones are empty, as legacy's distributed input fed a replica whose input had
     ended.
-    """
-    dataset = dataset.map(plain_graph(
-        lambda *element: _as_dict(element if len(element) > 1 else element[0])))
-    if batch is None:
-        return _mask_only(dataset)
 
-    def pad(element: dict[str, Any]) -> dict[str, Any]:
+    The mapped functions are traced once per element spec and reused by later pipelines
+    (`_reused`).
+    """
+    if batch is None:
+        real = _reused(dataset, "mask", lambda: _mask_all)
+        return real.concatenate(_reused(real.take(1), "empty", lambda: _empty).cache()
+                                .repeat())
+    real = _reused(dataset, "pad", lambda: _padder(batch, axes), batch, axes)
+    return real.concatenate(_reused(real.take(1), "blank", lambda: _blank_batch).cache()
+                            .repeat())
+
+
+def _reused(dataset: tf.data.Dataset, name: str, make: Callable[[], Callable[..., Any]],
+            *key: Any) -> tf.data.Dataset:
+    """`dataset.map(make())`, its function traced once per element spec and `key`
+    (`_tf/dataset_maps.py`): each evaluate/predict call makes a new input pipeline."""
+    return _dataset_maps.kept_map(dataset, lambda: plain_graph(make()), (name,) + key)
+
+
+def stack_parts(dataset: tf.data.Dataset, parts: int) -> tf.data.Dataset:
+    """Each batch (static shapes) as `parts` consecutive slices stacked on a new axis 0.
+
+    What `dataset.rebatch(rows // parts).batch(parts)` gives, in one reused map: `rebatch`
+    traces a map of its own in every pipeline.
+    """
+    return _reused(dataset, "stack", lambda: _stacker(parts), parts)
+
+
+def _stacker(parts: int) -> Callable[..., Any]:
+    def stack(*element: Any) -> Any:
+        element = element if len(element) > 1 else element[0]
+        return tf.nest.map_structure(
+            lambda t: tf.reshape(t, [parts, -1] + shapes_lib.static_dims(t.shape)[1:]),
+            element)
+
+    return stack
+
+
+def _element_dict(element: tuple) -> dict[str, Any]:
+    """A mapped function's arguments (tf.data unpacks tuples) as `{features, [labels]}`."""
+    return _as_dict(element if len(element) > 1 else element[0])
+
+
+def _padder(batch: int, axes: BatchAxes) -> Callable[..., dict[str, Any]]:
+    def pad(*element: Any) -> dict[str, Any]:
+        element = _element_dict(element)
         rows = _rows(element, axes, batch)
         flat = tf.nest.flatten(element)
         padded = tf.nest.pack_sequence_as(
@@ -162,34 +203,30 @@ def pad_and_mask(dataset: tf.data.Dataset, batch: int | None,
         padded[MASK_KEY] = tf.range(batch, dtype=tf.int64) < rows
         return padded
 
-    def blank(element: dict[str, Any]) -> dict[str, Any]:
-        element = tf.nest.map_structure(_blank, element)
-        element[MASK_KEY] = tf.zeros_like(element[MASK_KEY])
-        return element
-
-    real = dataset.map(plain_graph(pad))
-    return real.concatenate(real.take(1).map(plain_graph(blank)).cache().repeat())
+    return pad
 
 
-def _mask_only(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """`pad_and_mask` for batches of unknown size: all-real masks, then empty batches."""
+def _blank_batch(element: dict[str, Any]) -> dict[str, Any]:
+    element = tf.nest.map_structure(_blank, element)
+    element[MASK_KEY] = tf.zeros_like(element[MASK_KEY])
+    return element
 
-    def rows(element: dict[str, Any]) -> tf.Tensor:
-        for tensor in tf.nest.flatten(element):
-            if tensor.shape.rank != 0:
-                return _shape(tensor)[0]
-        return tf.constant(1, tf.int64)
 
-    def mask(element: dict[str, Any]) -> dict[str, Any]:
-        element = dict(element)
-        element[MASK_KEY] = tf.ones([rows(element)], tf.bool)
-        return element
+def _mask_all(*element: Any) -> dict[str, Any]:
+    """`pad_and_mask` for batches of unknown size: every row real."""
+    element = _element_dict(element)
+    rows = tf.constant(1, tf.int64)
+    for tensor in tf.nest.flatten(element):
+        if tensor.shape.rank != 0:
+            rows = _shape(tensor)[0]
+            break
+    element[MASK_KEY] = tf.ones([rows], tf.bool)
+    return element
 
-    def empty(element: dict[str, Any]) -> dict[str, Any]:
-        return tf.nest.map_structure(_no_rows, element)
 
-    real = dataset.map(plain_graph(mask))
-    return real.concatenate(real.take(1).map(plain_graph(empty)).cache().repeat())
+def _empty(element: dict[str, Any]) -> dict[str, Any]:
+    """An empty batch, as legacy's distributed input fed a replica whose input had ended."""
+    return tf.nest.map_structure(_no_rows, element)
 
 
 def _no_rows(tensor: Any) -> Any:
