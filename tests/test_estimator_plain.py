@@ -572,3 +572,35 @@ def test_train_distribute_drops_partitioners_as_legacys_strategy_scope(tmp_path)
     with pytest.raises(ValueError, match=r"get_variable\('w'\) received partitioner"):
         Estimator(_partitioned_model_fn, model_dir=str(tmp_path / "one")).train(input_fn,
                                                                                steps=1)
+
+
+def test_metrics_made_in_train_mode_count_each_train_call_afresh(tmp_path):
+    """tensorflow/models' r1 mnist and resnet log `train_accuracy`, a v1 metric's update op
+    made in TRAIN mode. Legacy's every train() ran a new session, whose local_init_op reset
+    the metric's local variables; they kept counting across calls (mnist's second
+    train() logged a running accuracy over 16 batches where legacy's covered one)."""
+    seen = []
+
+    class Recorder(v1.train.SessionRunHook):
+        def before_run(self, run_context):
+            return v1.train.SessionRunArgs("running_mean:0")
+
+        def after_run(self, run_context, run_values):
+            seen.append(float(run_values.results))
+
+    def model_fn(features, labels, mode):
+        logits = v1.layers.dense(features["x"], 1)
+        loss = v1.losses.mean_squared_error(labels, logits)
+        tf.identity(v1.metrics.mean(features["x"])[1], name="running_mean")
+        train_op = v1.train.GradientDescentOptimizer(0.01).minimize(
+            loss, global_step=v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    def batches():  # Batch k holds the value k: running means 1, 1.5.
+        x = np.array([[1.0], [2.0]], np.float32)
+        return tf.data.Dataset.from_tensor_slices(({"x": x}, x)).batch(1)
+
+    est = tf.estimator.Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(batches, hooks=[Recorder()])
+    est.train(batches, hooks=[Recorder()])
+    assert seen == [1.0, 1.5, 1.0, 1.5]

@@ -141,6 +141,9 @@ class TrainSession:
             self._initialize_from_elsewhere(record, init_plan)
             if steps is not None:  # (A restored step is the one `target` counted from.)
                 target = self._read_step() + steps
+        # Legacy's new session ran the Scaffold's local_init_op: v1 metrics made in TRAIN
+        # mode (`train_accuracy`) count each train() call afresh.
+        self._runtime.registry.reset_local_variables()
         return checkpoints, target
 
     def _driver(self, run_steps: Callable[[int], loop_lib.LoopResult],
