@@ -42,3 +42,20 @@ def test_loss_scaled_by_optimizer_reads_the_v1_optimizers_mark():
             marks[reduction] = strategies.loss_scaled_by_optimizer(graph)
     assert marks == {v1.losses.Reduction.MEAN: True, v1.losses.Reduction.SUM: False}
     assert not strategies.loss_scaled_by_optimizer(tf.Graph())
+
+
+def test_a_strategy_built_with_eager_off_gets_its_collective_ordering_tokens():
+    """A TF1 script that turned eager off builds `MirroredStrategy(devices=['device:GPU:0'])`
+    in graph mode (tensorflow/models' r1 cifar10_test.py): its all-reduce launchers have no
+    ordering token, and the estimator's steps failed on `None.handle`. Off a GPU the tokens
+    land on the CPU (soft placement, as legacy's session allowed)."""
+    with tf.Graph().as_default():
+        strategy = tf.distribute.MirroredStrategy(["/gpu:0"])
+    launchers = strategy.extended._collective_ops._launchers  # pylint: disable=protected-access
+    assert launchers and all(l._ordering_token is None for l in launchers)  # pylint: disable=protected-access
+    with strategies.eager_soft_placement():
+        strategies.make_collective_tokens(strategy)
+        strategies.make_collective_tokens(strategy)  # Once only.
+    tokens = [l._ordering_token for l in launchers]  # pylint: disable=protected-access
+    assert all(t is not None and "CPU" in t.device for t in tokens)
+    assert float(tokens[0].numpy()) == 0.0

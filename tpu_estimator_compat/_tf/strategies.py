@@ -11,9 +11,13 @@ tensorflow/python/distribute/distribute_lib.py, `Strategy` and `StrategyExtended
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 import tensorflow as tf
+from tensorflow.python.eager import context as _context  # noqa: E402
+from tensorflow.python.framework import ops as _ops  # noqa: E402
+from tensorflow.python.ops import resource_variable_ops as _rvo  # noqa: E402
 
 
 def distribute_values_from_function(strategy: tf.distribute.Strategy,
@@ -35,3 +39,52 @@ def loss_scaled_by_optimizer(graph: tf.Graph) -> bool:
     replicas' mean when marked, their SUM otherwise (`_get_loss_reduce_op_for_reporting`).
     """
     return bool(getattr(graph, "_is_loss_scaled_by_optimizer", False))
+
+
+@contextlib.contextmanager
+def eager_soft_placement() -> Iterator[None]:
+    """Inside: eager ops may fall back to a device that exists, as eager execution's default.
+
+    TensorFlow fixes soft placement when its context starts: on in eager mode, off when the
+    script turned eager off first (`disable_eager_execution()`). tensorflow/models' r1 tests
+    do, then pass `MirroredStrategy(devices=['device:GPU:0'])` (their `--num_gpus=1`
+    default) with `session_config=ConfigProto(allow_soft_placement=True)`: legacy's session
+    placed the variables on the CPU; the estimator's eager variable creation failed ("Could
+    not satisfy device specification '.../device:GPU:0'"). A choice the user made with
+    `tf.config.set_soft_device_placement` is kept. Private: the context's
+    `_soft_device_placement` (None while nobody chose) is put back as it was.
+    """
+    ctx = _context.context()
+    chosen = ctx._soft_device_placement  # pylint: disable=protected-access
+    if chosen is not None:
+        yield
+        return
+    ctx.soft_device_placement = True
+    try:
+        yield
+    finally:
+        ctx.soft_device_placement = False  # What a context started in graph mode had.
+        ctx._soft_device_placement = None  # pylint: disable=protected-access
+
+
+def make_collective_tokens(strategy: tf.distribute.Strategy) -> None:
+    """Gives a strategy built while eager execution was off the collective ordering tokens
+    it would have had if built eagerly.
+
+    `MirroredStrategy` makes its all-reduce launchers when constructed, and each makes its
+    ordering token (a resource variable) only if eager execution is on then. A TF1 script
+    that turned eager off builds `RunConfig(train_distribute=MirroredStrategy(...))` in
+    graph mode (tensorflow/models' r1 cifar10_test.py); the estimator's eager and
+    `tf.function` steps then all-reduce through token-less launchers and fail
+    (`'NoneType' object has no attribute 'handle'`). Private: the launchers of
+    `CollectiveAllReduce` (`_launchers`, `_ordering_token`, `_device`,
+    tensorflow/python/distribute/cross_device_{ops,utils}.py); the token is made as
+    TensorFlow makes it. Call with eager execution on.
+    """
+    extended = strategy.extended
+    for name in ("_cross_device_ops", "_collective_ops", "_inferred_cross_device_ops"):
+        for launcher in getattr(getattr(extended, name, None), "_launchers", ()) or ():
+            if (getattr(launcher, "_ordering_token", 0) is None
+                    and launcher._use_ordering_token()):  # pylint: disable=protected-access
+                with _ops.init_scope(), _ops.device(launcher._device):  # pylint: disable=protected-access
+                    launcher._ordering_token = _rvo.ResourceVariable(0.0)  # pylint: disable=protected-access
