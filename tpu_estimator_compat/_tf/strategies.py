@@ -12,12 +12,15 @@ tensorflow/python/distribute/distribute_lib.py, `Strategy` and `StrategyExtended
 from __future__ import annotations
 
 import contextlib
+import itertools
+import threading
 from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 from tensorflow.python.eager import context as _context  # noqa: E402
 from tensorflow.python.framework import ops as _ops  # noqa: E402
 from tensorflow.python.ops import resource_variable_ops as _rvo  # noqa: E402
+from tensorflow.python.distribute import collective_all_reduce_strategy as _cars  # noqa: E402
 
 
 def distribute_values_from_function(strategy: tf.distribute.Strategy,
@@ -88,3 +91,61 @@ def make_collective_tokens(strategy: tf.distribute.Strategy) -> None:
                     and launcher._use_ordering_token()):  # pylint: disable=protected-access
                 with _ops.init_scope(), _ops.device(launcher._device):  # pylint: disable=protected-access
                     launcher._ordering_token = _rvo.ResourceVariable(0.0)  # pylint: disable=protected-access
+
+
+# Group keys of the collective strategies seen in this process, a block each (int32 keys).
+_GROUP_BLOCK = 1_000_000
+_groups_lock = threading.Lock()
+_strategies_seen = itertools.count()
+_SEPARATED = "_tpu_estimator_compat_groups_separated"
+
+
+def _collective_ops(extended: Any) -> list[Any]:
+    found = {}
+    for name in ("_cross_device_ops", "_collective_ops", "_inferred_cross_device_ops"):
+        ops = getattr(extended, name, None)
+        if getattr(ops, "_launchers", None):
+            found[id(ops)] = ops
+    return list(found.values())
+
+
+def separate_collective_groups(strategy: tf.distribute.Strategy) -> None:
+    """Gives each single-worker collective strategy of the process group keys of its own.
+
+    Every `MirroredStrategy` numbers its collectives from group key 1 and the same instance
+    keys, and the process has one collective executor, which keeps the first strategy's
+    instances: a second Estimator on its own `MirroredStrategy(devices=[GPU...])` failed in
+    its first all-reduce (`Shape mismatch in the collective instance ...`; tensorflow/models'
+    r1 cifar10_test.py runs two). Legacy ran each in a session of its own. The first strategy
+    keeps its keys; each later one moves its groups to a block of its own, before it has run
+    a collective. Multi-worker strategies are left alone: their keys must agree across
+    workers. Private: `CollectiveKeys` and the launchers' `_group_key`
+    (tensorflow/python/distribute/cross_device_{ops,utils}.py).
+    """
+    extended = strategy.extended
+    ops_list = _collective_ops(extended)
+    if (not ops_list or isinstance(extended, _cars.CollectiveAllReduceExtended)
+            or getattr(extended, _SEPARATED, False)):
+        return
+    with _groups_lock:
+        setattr(extended, _SEPARATED, True)
+        offset = next(_strategies_seen) * _GROUP_BLOCK
+    if not offset:
+        return
+    keys_seen, launchers_seen = set(), set()
+    for ops in ops_list:
+        keys = ops._collective_keys  # pylint: disable=protected-access
+        if id(keys) not in keys_seen:
+            keys_seen.add(id(keys))
+            with keys._lock:  # pylint: disable=protected-access
+                keys._instance_key_table = {  # pylint: disable=protected-access
+                    group + offset: table
+                    for group, table in keys._instance_key_table.items()}  # pylint: disable=protected-access
+                keys._known_groups = {  # pylint: disable=protected-access
+                    devices: group + offset
+                    for devices, group in keys._known_groups.items()}  # pylint: disable=protected-access
+                keys._group_key += offset  # pylint: disable=protected-access
+        for launcher in ops._launchers:  # pylint: disable=protected-access
+            if id(launcher) not in launchers_seen:
+                launchers_seen.add(id(launcher))
+                launcher._group_key += offset  # pylint: disable=protected-access

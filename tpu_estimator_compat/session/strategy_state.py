@@ -88,6 +88,7 @@ def new_runtime(strategy: tf.distribute.Strategy, drops_partitioners: bool = Fal
     strategy's scope, which dropped v1 partitioners (`one_part.dropping_partitioners`)."""
     apply_process_settings()
     _tf_strategies.make_collective_tokens(strategy)  # A strategy made with eager off.
+    _tf_strategies.separate_collective_groups(strategy)
     registry = variables_lib.VariableRegistry(drops_partitioners)
     with strategy.scope():
         global_step = variables_lib.create_global_step(registry)
