@@ -72,6 +72,7 @@ _NEEDS = {
         ("v2_off", "v2_off_eager_on"),
     "test_tf1_script_with_its_own_graph_code_around_the_estimator": ("tf1",),
     "test_library_imported_after_eager_was_turned_off_runs_inside_a_user_graph": ("late",),
+    "test_eager_off_strategy_on_an_absent_gpu_places_on_the_cpu": ("absent_gpu",),
 }
 
 
@@ -97,6 +98,8 @@ def children(tmp_path_factory, request):
                            "--model_dir={model_dir}", "--report={report}"],
         # Imported after disable_eager_execution, estimator driven from a user graph block.
         "late": python + [os.path.join(SCRIPTS, "import_late.py"), "{model_dir}", "{report}"],
+        "absent_gpu": python + [os.path.join(SCRIPTS, "absent_gpu.py"), "{model_dir}",
+                                "{report}"],
     }
     started = {name: _Child(name, argv, out, env) for name, argv in specs.items()
                if name in wanted}
@@ -224,6 +227,16 @@ def test_library_imported_after_eager_was_turned_off_runs_inside_a_user_graph(ch
         os.path.isfile(os.path.join(path, "saved_model.pb")) for path in report["exports"])
     assert glob.glob(os.path.join(model_dir, "eval", "events.out.tfevents.*"))
     assert f"train_and_evaluate: {LOG_LINE}" in stderr and stderr.count(LOG_LINE) == 1
+
+
+def test_eager_off_strategy_on_an_absent_gpu_places_on_the_cpu(children):
+    """tensorflow/models' r1 cifar10_test.py: eager off and a session run first fixed
+    TensorFlow's soft placement off, so the estimator's variables on the strategy's
+    `device:GPU:0` failed ("Could not satisfy device specification"); legacy's session
+    (allow_soft_placement=True) put them on the CPU. The script's own graph mode keeps its
+    setting afterwards."""
+    report, _ = children["absent_gpu"].result()
+    assert report == {"step": 3, "soft_placement_after": False}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -588,3 +588,53 @@ def test_merge_all_in_a_hooks_begin_merges_model_fn_summaries_every_step(tmp_pat
     est.train(lambda params: (x, np.array([[0.0], [0.0]], np.float32)), steps=3, hooks=[hook])
     # Predictions 3 and 7 (ones kernel, zero bias, a learning rate of 0): loss (9 + 49) / 2.
     assert hook.summaries == [[("mean_prediction", 5.0), ("loss", 29.0)]] * 3
+
+
+def _named_ops_model_fn(features, labels, mode):
+    """Names tensors for LoggingTensorHook as tensorflow/models' r1 programs did
+    (`tf.identity(cross_entropy, name='cross_entropy')`, the canned heads' `head/truediv`)."""
+    logits = v1.layers.dense(features["x"], 1, kernel_initializer=v1.zeros_initializer())
+    loss = v1.losses.mean_squared_error(labels, logits)
+    tf.identity(loss * 2.0, name="doubled_loss")
+    tf.unique(tf.reshape(labels, [-1]), name="two_outputs")
+    train_op = v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def _named_ops_input_fn():
+    x = np.arange(32, dtype=np.float32).reshape(16, 2) / 32
+    return tf.data.Dataset.from_tensor_slices(({"x": x}, x[:, :1])).repeat().batch(4)
+
+
+def _logged(caplog, tensors):
+    """The lines a LoggingTensorHook on `tensors` printed over 3 steps of training."""
+    from tpu_estimator_compat.api.estimator import Estimator
+
+    tpu_estimator_compat.install_aliases()
+    caplog.clear()
+    est = Estimator(_named_ops_model_fn)
+    est.train(_named_ops_input_fn, max_steps=3,
+              hooks=[v1.train.LoggingTensorHook(tensors, every_n_iter=1)])
+    return [r.getMessage().split(" (")[0] for r in caplog.records
+            if r.getMessage().startswith("doubled =")]  # Without the "(0.006 sec)" timing.
+
+
+def test_logging_tensor_hook_on_an_op_name_logs_its_only_output(caplog):
+    """`LoggingTensorHook({'loss': 'head/weighted_loss/Sum'})` names an op: legacy's begin()
+    took its only output (`:0`). It was fetched as an op and logged `None` (census_main.py
+    of tensorflow/models official/r1 printed `average_loss = None, loss = None`)."""
+    caplog.set_level("INFO")
+    by_op = _logged(caplog, {"doubled": "doubled_loss"})
+    by_tensor = _logged(caplog, {"doubled": "doubled_loss:0"})
+    assert len(by_op) == 3 and by_op == by_tensor
+    assert all(float(line.split(" = ")[1]) > 0 for line in by_op)
+
+
+def test_logging_tensor_hook_on_an_ambiguous_or_unknown_op_name_fails_as_legacy(caplog):
+    with pytest.raises(ValueError, match=r"Name two_outputs is ambiguous, as this `Operation` "
+                                         r"has multiple outputs \(at least 2\)\."):
+        _logged(caplog, {"doubled": "two_outputs"})
+    with pytest.raises(KeyError, match="The name 'no_such_op:0' refers to a Tensor which "
+                                       "does not exist"):
+        _logged(caplog, {"doubled": "no_such_op"})

@@ -5,6 +5,7 @@ In-process tests import through the plain import system after `install_aliases()
 through TF1 mode's import function; the launcher tests run a script of those forms unchanged
 as `python -m tpu_estimator_compat.run`, with TF1 mode on and off.
 """
+import glob
 import os
 import subprocess
 import sys
@@ -527,3 +528,30 @@ def test_removed_tpu_embedding_module_serves_the_embedding_configs():
     assert tpu_embedding.FeatureConfig(table_id="t").max_sequence_length == 0
     with pytest.raises(AttributeError, match="MomentumParameters"):
         tpu_embedding.MomentumParameters  # noqa: B018  # Not served: a clear error.
+
+
+def test_removed_eager_profiler_module_profiles_as_legacy_s(tmp_path):
+    """`from tensorflow.python.eager import profiler` (tensorflow/models' official
+    `keras_utils.py`, imported by every official r1 test) failed on TF 2.21: TF 2.16 removed
+    the module. Served: start/stop return a trace, save writes legacy's files."""
+    from tensorflow.python.eager import profiler  # pylint: disable=g-direct-tensorflow-import
+
+    with pytest.raises(profiler.ProfilerNotRunningError, match="No profiler is running"):
+        profiler.stop()
+    profiler.start()
+    with pytest.raises(profiler.ProfilerAlreadyRunningError, match="Another profiler"):
+        profiler.start()
+    tf.reduce_sum(tf.range(10))
+    result = profiler.stop()
+    assert isinstance(result, bytes) and result
+    profiler.save(str(tmp_path), result)
+    (trace,) = glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "local.trace"))
+    with open(trace, "rb") as f:
+        assert f.read() == result
+    (marker,) = glob.glob(str(tmp_path / "*.profile-empty"))
+    events = list(tf.compat.v1.train.summary_iterator(marker))
+    assert [e.file_version for e in events] == ["brain.Event:2"]
+    profiler.save(str(tmp_path), result)  # A second save keeps the one marker file.
+    assert len(glob.glob(str(tmp_path / "*.profile-empty"))) == 1
+    with pytest.raises(AttributeError, match="tf.profiler.experimental"):
+        profiler.Profiler  # noqa: B018  # Not served: a clear error.

@@ -239,3 +239,10 @@ def test_contrib_python_tree_module_imports_as_the_scan_says():
 
     verdict = names.judge("tensorflow.contrib.training.python.training.evaluation", 4)
     assert verdict.status == names.SERVED
+
+
+def test_the_served_eager_profiler_module_is_judged_served():
+    base = "tensorflow.python.eager.profiler"
+    assert names.judge(base, 3).status == names.SERVED
+    assert names.judge(f"{base}.start", 3).status == names.SERVED
+    assert names.judge(f"{base}.Profiler", 3).status == names.ABSENT

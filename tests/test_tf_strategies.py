@@ -77,3 +77,52 @@ def test_call_in_control_flow_feeds_a_traced_all_reduce_inside_a_cond():
         assert "You must feed a value for placeholder" in str(e)
     else:  # TensorFlow passes such captures through control flow now: nothing to do here.
         assert unfed == total
+
+
+def test_a_strategy_built_with_eager_off_gets_its_collective_ordering_tokens():
+    """A TF1 script that turned eager off builds `MirroredStrategy(devices=['device:GPU:0'])`
+    in graph mode (tensorflow/models' r1 cifar10_test.py): its all-reduce launchers have no
+    ordering token, and the estimator's steps failed on `None.handle`. Off a GPU the tokens
+    land on the CPU (soft placement, as legacy's session allowed)."""
+    with tf.Graph().as_default():
+        strategy = tf.distribute.MirroredStrategy(["/gpu:0"])
+    launchers = strategy.extended._collective_ops._launchers  # pylint: disable=protected-access
+    assert launchers and all(l._ordering_token is None for l in launchers)  # pylint: disable=protected-access
+    with strategies.eager_soft_placement():
+        strategies.make_collective_tokens(strategy)
+        strategies.make_collective_tokens(strategy)  # Once only.
+    tokens = [l._ordering_token for l in launchers]  # pylint: disable=protected-access
+    assert all(t is not None and "CPU" in t.device for t in tokens)
+    assert float(tokens[0].numpy()) == 0.0
+
+
+def _sum_over_replicas(strategy, size):
+    """One all-reduce of a `[size]` vector through the strategy's collectives."""
+    with strategy.scope():
+        destination = tf.Variable(tf.zeros([size]))
+
+        @tf.function
+        def reduce():
+            value = strategy.run(lambda: tf.ones([size]))
+            return strategy.extended.batch_reduce_to(
+                tf.distribute.ReduceOp.SUM, [(value, destination)])[0]
+        return strategy.experimental_local_results(reduce())[0].numpy()
+
+
+def test_two_collective_strategies_in_one_process_keep_their_collectives_apart():
+    """Every MirroredStrategy numbers its collectives from the same keys, and the process has
+    one collective executor: a second Estimator's strategy failed in its first all-reduce
+    (`Shape mismatch in the collective instance`). Each later strategy gets groups of its
+    own; one strategy seen twice keeps them."""
+    with strategies.eager_soft_placement():
+        first = tf.distribute.MirroredStrategy(["/gpu:0"])
+        second = tf.distribute.MirroredStrategy(["/gpu:0"])
+        for strategy in (first, second, first):
+            strategies.separate_collective_groups(strategy)
+        groups = [{launcher._group_key  # pylint: disable=protected-access
+                   for launcher in s.extended._collective_ops._launchers}  # pylint: disable=protected-access
+                  for s in (first, second)]
+        assert not groups[0] & groups[1]
+        np.testing.assert_array_equal(_sum_over_replicas(first, 3), np.ones(3))
+        np.testing.assert_array_equal(_sum_over_replicas(second, 7), np.ones(7))
+        np.testing.assert_array_equal(_sum_over_replicas(first, 3), np.ones(3))

@@ -469,6 +469,27 @@ class Estimator:
             raise NotImplementedError(
                 f"`experimental_mode` ({experimental_mode!r}) is not supported; only "
                 "ModeKeys.PREDICT SavedModels are exported.")
+        return self._export(export_dir_base, serving_input_receiver_fn, assets_extra,
+                            as_text, checkpoint_path, strip_default_attrs=True)
+
+    @eager_scope.eager_entry_point
+    def export_savedmodel(self, export_dir_base: str,
+                          serving_input_receiver_fn: Callable[[], Any],
+                          assets_extra: dict[str, str] | None = None, as_text: bool = False,
+                          checkpoint_path: str | None = None,
+                          strip_default_attrs: bool = False) -> bytes:
+        """The TF 1.x name, with its own signature: TF 1.x scripts (tensorflow/models'
+        official r1 programs) pass `strip_default_attrs=True`. As legacy's, it keeps
+        default-valued attributes unless told to strip them, where `export_saved_model`
+        always strips them."""
+        if not serving_input_receiver_fn:
+            raise ValueError("An input_receiver_fn must be defined.")
+        return self._export(export_dir_base, serving_input_receiver_fn, assets_extra,
+                            as_text, checkpoint_path, strip_default_attrs=strip_default_attrs)
+
+    def _export(self, export_dir_base: str, serving_input_receiver_fn: Callable[[], Any],
+                assets_extra: dict[str, str] | None, as_text: bool,
+                checkpoint_path: str | None, strip_default_attrs: bool) -> bytes:
         caller = settings_lib.model_fn_caller(
             self._model_fn, self._params, self._config, False,
             self._plan(ModeKeys.PREDICT, tf.distribute.get_strategy()),
@@ -481,9 +502,8 @@ class Estimator:
             export_dir_base=export_dir_base,
             serving_input_receiver_fn=serving_input_receiver_fn,
             assets_extra=assets_extra, as_text=as_text,
-            tf_random_seed=self._config.tf_random_seed)
-
-    export_savedmodel = export_saved_model  # The name legacy TF 1.x scripts still call.
+            tf_random_seed=self._config.tf_random_seed,
+            strip_default_attrs=strip_default_attrs)
 
     def _checkpoint_to_use(self, checkpoint_path: str | None, what: str) -> str | None:
         if checkpoint_path is not None:

@@ -227,7 +227,7 @@ def _copy_assets_extra(assets_extra: Mapping[str, str], export_dir: str) -> None
 
 def _add_meta_graph(builder: Any, call_model_fn: Callable[[Any, Any, str], Any],
                     checkpoint_path: str, serving_input_receiver_fn: Callable[[], Any],
-                    tf_random_seed: int | None) -> None:
+                    tf_random_seed: int | None, strip_default_attrs: bool = True) -> None:
     """Legacy `_add_meta_graph_for_mode(mode=PREDICT)`: build, restore, add to `builder`."""
     with tf.Graph().as_default() as graph:
         tf.compat.v1.train.get_or_create_global_step(graph)
@@ -276,7 +276,7 @@ def _add_meta_graph(builder: Any, call_model_fn: Callable[[Any, Any, str], Any],
                             tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
                     main_op=local_init_op,
                     saver=saver,
-                    strip_default_attrs=True)
+                    strip_default_attrs=strip_default_attrs)
 
 
 def export_saved_model(*,
@@ -286,7 +286,8 @@ def export_saved_model(*,
                        serving_input_receiver_fn: Callable[[], Any],
                        assets_extra: Mapping[str, str] | None = None,
                        as_text: bool = False,
-                       tf_random_seed: int | None = None) -> bytes:
+                       tf_random_seed: int | None = None,
+                       strip_default_attrs: bool = True) -> bytes:
     """Writes a `{serve}` SavedModel of the PREDICT `model_fn` with checkpointed variables.
 
     Mirrors legacy `Estimator.export_saved_model`; see the module docstring for the steps.
@@ -306,6 +307,9 @@ def export_saved_model(*,
         as_text: Write `saved_model.pbtxt` instead of `saved_model.pb`.
         tf_random_seed: Graph-level seed for the export graph (legacy used
             `RunConfig.tf_random_seed`).
+        strip_default_attrs: Drop default-valued attributes from the graph's NodeDefs.
+            Legacy's `export_saved_model` always stripped them; its TF 1.x
+            `export_savedmodel` kept them unless told otherwise.
 
     Returns:
         The export directory as bytes, as legacy returned it.
@@ -326,7 +330,7 @@ def export_saved_model(*,
     try:
         builder = tf.compat.v1.saved_model.Builder(temp_dir)
         _add_meta_graph(builder, call_model_fn, checkpoint_path, serving_input_receiver_fn,
-                        tf_random_seed)
+                        tf_random_seed, strip_default_attrs)
         builder.save(as_text)
         if assets_extra:
             _copy_assets_extra(assets_extra, temp_dir)

@@ -324,11 +324,23 @@ TF_DISTRIBUTE_LIBRARY_NAMES: dict[str, dict[str, str]] = {
         "CHIEF", "EVALUATOR", "PS", "WORKER", "init_run_config",
         "should_run_distribute_coordinator")},
 }
+# TF 2.15 `tensorflow.python.eager` modules TF 2.16 removed whose names this library
+# implements, as `TF_TPU_LIBRARY_NAMES`: `profiler`, which tensorflow/models' official
+# `keras_utils.py` imports at module level.
+TF_PRIVATE_EAGER = "tensorflow.python.eager"
+_EAGER_PROFILER = "tpu_estimator_compat.legacy.eager_profiler"
+TF_EAGER_LIBRARY_NAMES: dict[str, dict[str, str]] = {
+    "profiler": {name: f"{_EAGER_PROFILER}:{name}" for name in (
+        "start", "stop", "save", "maybe_create_event_file", "start_profiler_server",
+        "ProfilerAlreadyRunningError", "ProfilerNotRunningError")},
+}
 # What a name these modules lack says, where the estimator hint would mislead.
 TF_LIBRARY_HINTS = {
     "estimator_training": "The distribute coordinator itself is not served: call "
                           "`tf.estimator.train_and_evaluate`; a TF_CONFIG cluster trains "
                           "through the strategy tpu_estimator_compat picks for it.",
+    "profiler": "Use TF 2's profiler: `tf.profiler.experimental.start(logdir)` / `stop()`, "
+                "or `tf.profiler.experimental.Profile(logdir)`.",
 }
 
 # The private modules of tensorflow-estimator 2.15.0 (its package tree, tests and the generated

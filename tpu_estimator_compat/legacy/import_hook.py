@@ -50,10 +50,14 @@ _TF_TPU_STUBS = estimator_map.TF_TPU_STUBS
 # Removed TF modules whose names this library implements, by parent package.
 _TF_LIBRARY_MODULES = {_TF_PRIVATE_TPU: estimator_map.TF_TPU_LIBRARY_NAMES,
                        estimator_map.TF_PRIVATE_DISTRIBUTE:
-                           estimator_map.TF_DISTRIBUTE_LIBRARY_NAMES}
+                           estimator_map.TF_DISTRIBUTE_LIBRARY_NAMES,
+                       estimator_map.TF_PRIVATE_EAGER: estimator_map.TF_EAGER_LIBRARY_NAMES}
+# Removed modules of packages TensorFlow still has, served only under their own names.
+_TF_LIBRARY_ONLY = {parent: names for parent, names in _TF_LIBRARY_MODULES.items()
+                    if parent != _TF_PRIVATE_TPU}
 _PREFIXES = ((_CONTRIB, _TFE, _TF_PRIVATE_ESTIMATOR, _TF_PRIVATE_TPU + ".")
-             + tuple(f"{estimator_map.TF_PRIVATE_DISTRIBUTE}.{name}"
-                     for name in estimator_map.TF_DISTRIBUTE_LIBRARY_NAMES)
+             + tuple(f"{parent}.{name}" for parent, names in _TF_LIBRARY_ONLY.items()
+                     for name in names)
              + _ESTIMATOR_ROOTS)
 # tensorflow-estimator 2.15.0's private modules, relative to `_TFE_PRIVATE` (TF 1.x shipped
 # the same tree as `tensorflow.python.estimator`; both prefixes serve it).
@@ -356,7 +360,7 @@ def build_module(fullname: str) -> types.ModuleType | None:
     """
     if not fullname.startswith(_PREFIXES) or not namespaces.installed():
         return None
-    if fullname.startswith(estimator_map.TF_PRIVATE_DISTRIBUTE + "."):
+    if fullname.startswith(tuple(parent + "." for parent in _TF_LIBRARY_ONLY)):
         return _build_tf_library_module(fullname) if _tf_library_module(fullname) else None
     if fullname.startswith(_TF_PRIVATE_TPU + "."):
         if _tf_library_module(fullname):

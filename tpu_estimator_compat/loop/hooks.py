@@ -216,6 +216,22 @@ class _Fetches:
                       ["loss"] if part.op.name.startswith(_LOSS_SUMMARY) else [part.name])
         return tuple(names)
 
+    def logging_element(self, fetch: Any) -> Any:
+        """What LoggingTensorHook's begin() made of a name it was given: an op name
+        (`'head/truediv'`, as tensorflow/models' r1 programs log) stands for the op's only
+        output (`'head/truediv:0'`); an op with several outputs is refused in legacy's
+        words. Names the host answers (`'loss'`, `'global_step'`) stay names."""
+        if (not isinstance(fetch, str) or ":" in fetch or _value_key(fetch) is not None
+                or self.graph is None):
+            return fetch
+        self.graph.as_graph_element(fetch + ":0")  # The legacy error for an unknown name.
+        try:
+            self.graph.as_graph_element(fetch + ":1")
+        except (KeyError, ValueError):
+            return fetch + ":0"
+        raise ValueError(f"Name {fetch} is ambiguous, as this `Operation` has multiple "
+                         "outputs (at least 2).")
+
     def _check_name(self, name: str) -> None:
         if self.graph is not None:
             self.graph.as_graph_element(name)  # The legacy error for an unknown name.
@@ -521,9 +537,11 @@ class HookRunner:
         fixed name there, so the names the host answers stay names, and the rest are
         checked against the graph now, as legacy's begin() did.
         """
-        for fetch in _logging_tags(hook).values():
+        tags = {tag: self._fetches.logging_element(fetch)
+                for tag, fetch in _logging_tags(hook).items()}
+        for fetch in tags.values():
             self._fetches.key(fetch)
-        _tf_private.begin_logging_hook(hook, _logging_tags(hook))
+        _tf_private.begin_logging_hook(hook, tags)
 
     def limit_target(self, target: int) -> int:
         """StopAtStepHook's last step, counted from where this call started."""

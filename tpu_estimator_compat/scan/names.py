@@ -233,7 +233,8 @@ def _private(parts: list[str], module_parts: int) -> Verdict | None:
         verdict = _private_estimator(estimator_map.TFE_PRIVATE, ["tpu"] + parts[2:])
         return dataclasses.replace(verdict, name=".".join(["tensorflow"] + parts[:4]))
     tables = {"tpu": estimator_map.TF_TPU_LIBRARY_NAMES,
-              "distribute": estimator_map.TF_DISTRIBUTE_LIBRARY_NAMES}
+              "distribute": estimator_map.TF_DISTRIBUTE_LIBRARY_NAMES,
+              "eager": estimator_map.TF_EAGER_LIBRARY_NAMES}
     served = (tables[parts[1]].get(parts[2], {})
               if len(parts) > 2 and parts[0] == "python" and parts[1] in tables else {})
     if served and "tensorflow." + ".".join(parts[:3]) not in private:
@@ -247,7 +248,7 @@ def _private(parts: list[str], module_parts: int) -> Verdict | None:
 
 
 def _tf_tpu_library_verdict(parts: list[str], served: dict[str, str]) -> Verdict:
-    """`tensorflow.python.{tpu,distribute}.<module>[.<name>]` of a removed module this
+    """`tensorflow.python.{tpu,distribute,eager}.<module>[.<name>]` of a removed module this
     library serves."""
     module = "tensorflow." + ".".join(parts[:3])
     if len(parts) == 3:

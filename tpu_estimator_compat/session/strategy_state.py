@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tpu_estimator_compat._tf import device_iterators
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat._tf import strategies as _tf_strategies
 from tpu_estimator_compat import log as logging
 from tpu_estimator_compat.step import optimizer_apply
 from tpu_estimator_compat.v1_state import variables as variables_lib
@@ -86,6 +87,8 @@ def new_runtime(strategy: tf.distribute.Strategy, drops_partitioners: bool = Fal
     """A runtime on `strategy`; `drops_partitioners`: legacy built this run's model_fn in a
     strategy's scope, which dropped v1 partitioners (`one_part.dropping_partitioners`)."""
     apply_process_settings()
+    _tf_strategies.make_collective_tokens(strategy)  # A strategy made with eager off.
+    _tf_strategies.separate_collective_groups(strategy)
     registry = variables_lib.VariableRegistry(drops_partitioners)
     with strategy.scope():
         global_step = variables_lib.create_global_step(registry)

@@ -167,6 +167,9 @@ class TrainSession:
             scaffold_parts.check_restored_all(writer, registry.by_name(),
                                               registry.optional_names(),
                                               checkpoints.latest_checkpoint())
+        # Legacy's new session ran the Scaffold's local_init_op: v1 metrics made in TRAIN
+        # mode (`train_accuracy`) count each train() call afresh.
+        self._runtime.registry.reset_local_variables()
         return checkpoints, target
 
     def _driver(self, run_steps: Callable[[int], loop_lib.LoopResult],

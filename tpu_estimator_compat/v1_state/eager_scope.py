@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 import tensorflow as tf
 
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat._tf import strategies as _tf_strategies
 from tpu_estimator_compat import log as logging
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -95,7 +96,8 @@ def running_eagerly(entry_point: str) -> Iterator[None]:
     _log_once(entry_point)
     # The graph first, eager second: eager ops ignore the graph, while code that asks for the
     # default graph (v1 collections, keras) gets the private one, not the user's.
-    with tf.Graph().as_default(), _tf_private.eager_mode():
+    with (tf.Graph().as_default(), _tf_private.eager_mode(),
+          _tf_strategies.eager_soft_placement()):
         yield
 
 
@@ -165,7 +167,8 @@ def on_own_thread(entry_point: str, fn: Callable[[], _T]) -> _T:
 
     def target() -> None:
         try:
-            with tf.Graph().as_default(), _tf_private.eager_mode():
+            with (tf.Graph().as_default(), _tf_private.eager_mode(),
+                  _tf_strategies.eager_soft_placement()):
                 outcome["value"] = fn()
         except BaseException as e:  # pylint: disable=broad-except  # Raised in the caller.
             outcome["error"] = e
