@@ -183,7 +183,7 @@ def test_call_cost_interleave_alternates_sides_and_sizes_and_records_every_call(
     small, big = call_cost.SMALL, call_cost.BIG
     assert calls[:4] == [("a", "train", small), ("b", "train", small),
                          ("a", "train", big), ("b", "train", big)]
-    second = calls[12:16]  # Round 1 reverses the sides and the sizes.
+    second = calls[12:16]  # The second round reverses the sides and the sizes.
     assert second == [("b", "train", big), ("a", "train", big),
                       ("b", "train", small), ("a", "train", small)]
     assert len(calls) == len(recorded) == 2 * 2 * 3 * 2
