@@ -287,11 +287,17 @@ def test_plain_estimator_matches_legacy_bit_for_bit(tmp_path):
     for name, value in legacy["metrics"].items():
         assert np.float32(shim["metrics"][name]) == np.float32(value), name
     assert shim["global_step"] == legacy["global_step"] == recorder.STEPS
+    _assert_outputs_match_legacy(shim, legacy, golden)
+
+
+def _assert_outputs_match_legacy(shim, legacy, golden):
+    """The checkpoint's name, the predictions and the checkpoint's variables of a replay
+    against its golden, bit for bit on the golden's CPU kind (`assert_legacy_equal`)."""
+    from conftest import assert_legacy_equal
+
     assert shim["checkpoint"] == legacy["checkpoint"]
     for key in ("class_ids", "logits"):
-        np.testing.assert_array_equal(np.asarray(shim["predictions"][key], np.float32),
-                                      np.asarray(legacy["predictions"][key], np.float32),
-                                      err_msg=key)
+        assert_legacy_equal(shim["predictions"][key], legacy["predictions"][key], golden, key)
     # From bit-equal logits, TF 2.21's softmax kernel rounds ~1 in 8 values 1 ulp apart
     # from TF 2.15's (measured: at most 1.5e-8 absolute): the kernel's, not the engine's.
     np.testing.assert_array_max_ulp(
@@ -301,8 +307,7 @@ def test_plain_estimator_matches_legacy_bit_for_bit(tmp_path):
     for name, want in legacy["variables"].items():
         got = shim["variables"][name]
         assert got["shape"] == want["shape"], name
-        np.testing.assert_array_equal(np.asarray(got["value"], np.float32),
-                                      np.asarray(want["value"], np.float32), err_msg=name)
+        assert_legacy_equal(got["value"], want["value"], golden, name)
 
 
 # ----------------------------------------------------------------------------------------
@@ -535,17 +540,7 @@ def test_plain_estimator_on_two_replicas_matches_legacy(tmp_path, loss):
     for name, value in legacy["metrics"].items():
         assert_legacy_equal(shim["metrics"][name], value, golden, name)
     assert shim["global_step"] == legacy["global_step"] == plain.STEPS
-    assert shim["checkpoint"] == legacy["checkpoint"]
-    for key in ("class_ids", "logits"):
-        assert_legacy_equal(shim["predictions"][key], legacy["predictions"][key], golden, key)
-    np.testing.assert_array_max_ulp(  # TF 2.21's softmax kernel (see the test above).
-        np.asarray(shim["predictions"]["probabilities"], np.float32),
-        np.asarray(legacy["predictions"]["probabilities"], np.float32), maxulp=2)
-    assert sorted(shim["variables"]) == sorted(legacy["variables"])
-    for name, want in legacy["variables"].items():
-        got = shim["variables"][name]
-        assert got["shape"] == want["shape"], name
-        assert_legacy_equal(got["value"], want["value"], golden, name)
+    _assert_outputs_match_legacy(shim, legacy, golden)
 
 
 def _partitioned_model_fn(features, labels, mode):

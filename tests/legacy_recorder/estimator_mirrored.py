@@ -35,18 +35,14 @@ import tempfile
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+# Sibling recorders, found on sys.path as a script or through conftest.legacy_recorder:
+# two logical CPUs (`_split_cpu`), and values as JSON (`jsonable`: float32 as its shortest
+# decimal, which reads back exactly).
+from canned_parity import _jsonable as jsonable
+from estimator_keras_metrics import _split_cpu
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "goldens",
                    "estimator_mirrored", "legacy.json")
-
-
-def _split_cpu():
-    """Two logical CPUs for MirroredStrategy (before anything initialises the devices)."""
-    cpus = tf.config.list_physical_devices("CPU")
-    try:
-        tf.config.set_logical_device_configuration(
-            cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
-    except RuntimeError:
-        pass  # Already split (the test process splits it into more).
 
 
 def mirrored2():
@@ -66,16 +62,6 @@ def _sibling(name):
         return __import__(name)
     finally:
         sys.path.pop(0)
-
-
-def jsonable(value):
-    """A flat list; float32 values as their shortest decimal (they read back exactly)."""
-    value = np.asarray(value)
-    if value.dtype.kind in "SO":
-        return [v.decode() if isinstance(v, bytes) else str(v) for v in value.ravel()]
-    if value.dtype == np.float32:
-        return [float(str(v)) for v in value.ravel()]
-    return value.ravel().tolist()
 
 
 def summary_losses(model_dir):
