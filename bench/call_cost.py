@@ -16,8 +16,8 @@ fastest of `--rounds` calls (load from other processes only ever adds time).
 
 Figures: train steps/s of a 20-step and a 100-step call (whole call: restore, checkpoints
 and input included for the shim); the fixed cost per call, the intercept of the call time
-against its steps (train: from the 20- and 100-step calls; evaluate and predict: from a
-1-batch and a (1 + 20)-batch call). Process settings are the same for both sides and are
+against its steps (train: the slope of the 20- and 100-step calls, through the 1-step
+call; evaluate and predict: from a 1-batch and a (1 + 20)-batch call). Process settings are the same for both sides and are
 recorded (`TF_CPU_ALLOCATOR_USE_BFC`, `TPU_ESTIMATOR_COMPAT_TFG_OPTIMIZER`).
 
 `--processes two` is issue 45's own setup: each side in a child process of its own, the shim
@@ -44,9 +44,13 @@ import time
 from typing import Any, Callable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SMALL, BIG = 20, 100  # Train steps per call.
+SMALL, BIG = 20, 100  # Train steps per call of the steady-state figures.
 INFER_BIG = 21  # Batches of the larger eval/predict call (the small one has 1).
-SIZES = {"train": (SMALL, BIG), "evaluate": (1, INFER_BIG), "predict": (1, INFER_BIG)}
+# Call sizes per kind, smallest first: the slope comes from the two largest, the fixed cost
+# from the smallest (a 1-step train call: the intercept is then its time less one step,
+# where from the 20-step call it was 1.25 t20 - 0.25 t100, and 2% noise in t20 moved it
+# by 0.13 s on the CNN).
+SIZES = {"train": (1, SMALL, BIG), "evaluate": (1, INFER_BIG), "predict": (1, INFER_BIG)}
 READY = "CALL_COST_READY"  # A child's line: warmed up, waiting for calls.
 TIMED = "CALL_COST_TIMED "  # A child's line: one timed call, JSON.
 BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
@@ -216,8 +220,8 @@ def interleave(sides: dict[str, Side], rounds: int,
     times: Times = {}
     for r in range(rounds):
         order = list(sides) if r % 2 == 0 else list(reversed(sides))
-        for kind, (small, big) in SIZES.items():
-            for n in (small, big) if r % 2 == 0 else (big, small):
+        for kind, sizes in SIZES.items():
+            for n in sizes if r % 2 == 0 else tuple(reversed(sizes)):
                 for name in order:
                     t = sides[name](kind, n)
                     times.setdefault((name, kind, n), []).append(t)
@@ -250,13 +254,13 @@ def measure(replicas: int, rounds: int, record: Callable[[dict[str, Any]], None]
     # before them unusable for a new trace (tf_keras `_assert_built_as_v1`); traced, the
     # hand loop's functions are never traced again.
     sides = {"tf2": _hand_side(strategy or tf.distribute.get_strategy(), npz)}
-    for kind, (small, _) in SIZES.items():
+    for kind, (small, *_) in SIZES.items():
         sides["tf2"][kind](small)
     sides["shim"] = _shim_side(names, npz, tmp)
     if noseed:  # The shim with tf_random_seed=None: no seed reset (kernel cache) per call.
         sides["shim_noseed"] = _shim_side(names, npz, tmp, seed=None)
     for side in sides.values():
-        for kind, (small, _) in SIZES.items():
+        for kind, (small, *_) in SIZES.items():
             side[kind](small)
     times = interleave({name: _local(fns) for name, fns in sides.items()}, rounds, record)
     return compute_figures(times)
@@ -367,7 +371,7 @@ def worker(side: str, replicas: int, npz: str, tmp: str) -> None:
         fns = _hand_side(strategy, npz)
     else:
         fns = _shim_side(names, npz, tmp, seed=None if side == "shim_noseed" else 1)
-    for kind, (small, _) in SIZES.items():
+    for kind, (small, *_) in SIZES.items():
         fns[kind](small)
     serve(fns, sys.stdin, sys.stdout)
 
@@ -398,16 +402,18 @@ def measure_two(replicas: int, rounds: int, record: Callable[[dict[str, Any]], N
 def compute_figures(times: dict[tuple[str, str, int], list[float]]
                     ) -> dict[str, dict[str, float]]:
     """{side: figures} from {(side, kind, steps): [seconds of each timed call]}; a side
-    missing a size (a run stopped early) gets no figure for that kind."""
+    with fewer than two sizes of a kind (a run stopped early) gets no figure for it."""
     figures: dict[str, dict[str, float]] = {}
     for name in sorted({key[0] for key in times}):
         best = {key[1:]: min(v) for key, v in times.items() if key[0] == name}
         f: dict[str, float] = {}
-        for kind, (small, big) in SIZES.items():
-            if (kind, small) in best and (kind, big) in best:
-                t_small, t_big = best[(kind, small)], best[(kind, big)]
-                per_step = (t_big - t_small) / (big - small)
-                f[f"{kind}_fixed_s"] = t_small - small * per_step
+        for kind, sizes in SIZES.items():
+            # Files recorded before the 1-step train call have the other two sizes.
+            present = [n for n in sizes if (kind, n) in best]
+            if len(present) >= 2:
+                mid, big = present[-2:]
+                per_step = (best[(kind, big)] - best[(kind, mid)]) / (big - mid)
+                f[f"{kind}_fixed_s"] = best[(kind, present[0])] - present[0] * per_step
                 f[f"{kind}_per_step_s"] = per_step
         for steps in (SMALL, BIG):
             if ("train", steps) in best:

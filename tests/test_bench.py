@@ -166,6 +166,11 @@ def test_call_cost_fixed_cost_is_the_intercept_of_the_fastest_calls():
     assert figures["train_steps_per_sec_100"] == pytest.approx(100 / 11.0)
     assert figures["evaluate_fixed_s"] == pytest.approx(0.4)
     assert "predict_fixed_s" not in figures  # Not measured: no figure, not a wrong one.
+    # With a 1-step call the slope stays the 20/100 one; the intercept goes through 1 step.
+    times[("shim", "train", 1)] = [1.3, 1.25]
+    figures = call_cost.compute_figures(times)["shim"]
+    assert figures["train_per_step_s"] == pytest.approx(0.1)
+    assert figures["train_fixed_s"] == pytest.approx(1.15)
 
 
 def test_call_cost_interleave_alternates_sides_and_sizes_and_records_every_call():
@@ -181,14 +186,14 @@ def test_call_cost_interleave_alternates_sides_and_sizes_and_records_every_call(
 
     times = call_cost.interleave({"a": side("a"), "b": side("b")}, 2, recorded.append)
     small, big = call_cost.SMALL, call_cost.BIG
-    assert calls[:4] == [("a", "train", small), ("b", "train", small),
-                         ("a", "train", big), ("b", "train", big)]
-    second = calls[12:16]  # The second round reverses the sides and the sizes.
-    assert second == [("b", "train", big), ("a", "train", big),
-                      ("b", "train", small), ("a", "train", small)]
-    assert len(calls) == len(recorded) == 2 * 2 * 3 * 2
-    assert times[("a", "train", small)] == [1.0, 16.0]
-    assert [r["round"] for r in recorded[:12]] == [0] * 12
+    assert calls[:6] == [("a", "train", 1), ("b", "train", 1), ("a", "train", small),
+                         ("b", "train", small), ("a", "train", big), ("b", "train", big)]
+    second = calls[14:20]  # The second round reverses the sides and the sizes.
+    assert second == [("b", "train", big), ("a", "train", big), ("b", "train", small),
+                      ("a", "train", small), ("b", "train", 1), ("a", "train", 1)]
+    assert len(calls) == len(recorded) == 2 * 2 * (3 + 2 + 2)
+    assert times[("a", "train", small)] == [3.0, 18.0]
+    assert [r["round"] for r in recorded[:14]] == [0] * 14
     assert {(r["side"], r["kind"], r["steps"]) for r in recorded} == set(times)
 
 

@@ -907,3 +907,91 @@ def test_stack_parts_is_rebatch_then_batch():
     for want, got in zip(expected, actual):
         for key in want:
             np.testing.assert_array_equal(got[key], want[key])
+
+
+# Training input of fixed shapes on several CPU replicas is split on the host too: the same
+# batches per replica, and training ends at the same step when a round is partial.
+
+
+def _train_input(strategy, input_fn, pipeline, *, split_on_host, batch=16):
+    plan = _plan(pipeline, batch=batch, replicas=strategy.num_replicas_in_sync)
+    return inputs.distribute_input(strategy, input_fn, params={}, config=None, mode=_TRAIN,
+                                   plan=plan, use_tpu=True, split_on_host=split_on_host)
+
+
+@pytest.mark.parametrize("pipeline", [InputPipelineConfig.PER_HOST_V1,
+                                      InputPipelineConfig.PER_HOST_V2])
+def test_train_input_split_on_host_gives_every_replica_the_strategys_batches(pipeline):
+    """The full rounds carry the strategy iterator's batches, replica by replica; after
+    them the split input has no element, where the strategy's iterator gives a round in
+    which some replica got an empty dummy (the train loop runs no step for it)."""
+    strategy = make_strategy("mirrored8")
+
+    def input_fn(params):  # 19 per-replica batches (PER_HOST_V2): 2 rounds and 3 batches.
+        rows = 19 * 2 if pipeline == InputPipelineConfig.PER_HOST_V2 else 3 * 16
+        ds = tf.data.Dataset.range(rows).map(lambda r: ({"x": r, "y": tf.fill([2], r)}, -r))
+        return ds.batch(params["batch_size"], drop_remainder=True)
+
+    split = _train_input(strategy, input_fn, pipeline, split_on_host=True)
+    plain = _train_input(strategy, input_fn, pipeline, split_on_host=False)
+    assert isinstance(split.dataset, inputs.HostSplitDataset)
+    assert not isinstance(plain.dataset, inputs.HostSplitDataset)
+    assert split.replica_spec == plain.replica_spec and not split.endless
+    rounds = 2 if pipeline == InputPipelineConfig.PER_HOST_V2 else 3
+    expected = _padded_batches(strategy, plain, rounds)
+    actual = _padded_batches(strategy, split, rounds)
+    for want, got in zip(expected, actual):
+        for want_replica, got_replica in zip(want, got):
+            assert len(got_replica) == len(want_replica) == 3  # x, y, labels.
+            for want_leaf, got_leaf in zip(want_replica, got_replica):
+                np.testing.assert_array_equal(got_leaf, want_leaf)
+    split_iter, plain_iter = inputs.iterate(split.dataset), inputs.iterate(plain.dataset)
+    for _ in range(rounds):
+        split_iter.get_next(), plain_iter.get_next()
+    assert not bool(split_iter.get_next_as_optional().has_value())
+    if pipeline == InputPipelineConfig.PER_HOST_V2:  # 3 of 8 replicas fed, 5 dummies.
+        optional = plain_iter.get_next_as_optional()
+        assert bool(optional.has_value())
+        sizes = [int(tf.size(x)) for x in
+                 strategy.experimental_local_results(optional.get_value()[0]["x"])]
+        assert sizes == [2, 2, 2, 0, 0, 0, 0, 0]
+
+
+def test_training_split_on_host_stops_before_a_partial_round(tmp_path, monkeypatch):
+    """TPUEstimator on 8 CPU replicas, PER_HOST_V2, finite input of 29 per-replica batches
+    (3 rounds and 5 batches), split on the host as by default: training stops at global
+    step 3 with the variables of the strategy's own iterator over the 3 full rounds (24
+    batches), bit for bit; the 5 batches of the partial round train nothing."""
+    strategy = make_strategy("mirrored8")
+    sources = []
+    distribute_input = inputs.distribute_input
+
+    def spy(*args, **kwargs):
+        sources.append(distribute_input(*args, **kwargs))
+        return sources[-1]
+
+    monkeypatch.setattr(inputs, "distribute_input", spy)
+
+    def train(model_dir, batches):
+        def input_fn(params):
+            return models.digits_input_fn(batches * params["batch_size"], repeat=False,
+                                          flat=True)(params)
+
+        config = RunConfig(model_dir=str(model_dir), train_distribute=strategy,
+                           tf_random_seed=1, tpu_config=TPUConfig(
+                               iterations_per_loop=2,
+                               per_host_input_for_training=InputPipelineConfig.PER_HOST_V2))
+        est = TPUEstimator(model_fn=models.linear_model_fn, config=config, use_tpu=True,
+                           train_batch_size=32, params={"cross_shard": True})
+        est.train(input_fn, steps=10)
+        reader = tf.train.load_checkpoint(est.latest_checkpoint())
+        return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+    split = train(tmp_path / "split", 29)
+    monkeypatch.setattr(inputs, "_splits_on_host", lambda strategy: False)
+    plain = train(tmp_path / "plain", 24)
+    assert [type(s.dataset) is inputs.HostSplitDataset for s in sources] == [True, False]
+    assert split["global_step"] == plain["global_step"] == 3
+    assert sorted(split) == sorted(plain)
+    for name in split:
+        np.testing.assert_array_equal(split[name], plain[name], err_msg=name)

@@ -5,8 +5,8 @@ Why private: an iterator passed into a `tf.function` must be a `CompositeTensor`
 with a `TypeSpec`, as TF's own distributed iterator is. `tf.distribute` feeds a
 MirroredStrategy's replicas through a MultiDeviceIterator: one host pipeline plus one
 pipeline per device, each created in its own `MakeIterator` with its functions instantiated
-in that iterator's own function library (8 replicas: ~11 ms each, ~0.15 s of every evaluate
-or predict call; bench/results/HISTORY.md, issue 45). `HostSplitIterator` instead reads one
+in that iterator's own function library (8 replicas: ~11 ms each, ~0.15 s of every train,
+evaluate or predict call; bench/results/HISTORY.md, issue 45). `HostSplitIterator` instead reads one
 host iterator whose elements stack one per-replica batch per replica (`dataset.batch(R)`
 over the per-replica batches, in the order the MultiDeviceIterator handed them out: element
 k to replica k mod R) and unstacks them into per-replica values inside the compiled step
@@ -80,8 +80,8 @@ class HostSplitIterator(_composite_tensor.CompositeTensor):
 
     `host` yields elements whose every tensor has `replicas` rows on axis 0, row r being
     replica r's batch; `get_next()` returns the element's nest with per-replica values, as a
-    distributed iterator's `get_next()` does. For input that never ends (padded evaluation
-    and prediction input), so no end-of-input check per replica is needed.
+    distributed iterator's `get_next()` does. Every element feeds every replica, so the
+    input ends for all replicas at once (`get_next_as_optional`).
     """
 
     def __init__(self, host: Any, replicas: int, strategy: tf.distribute.Strategy) -> None:

@@ -8,7 +8,8 @@ batch rules of `context.py`, padding of `pad.py`), and the iterators over those 
 pipeline builder made here while one is built; `release_off_thread`: deleted where a stall
 cannot hold up the call). Padded evaluation/prediction input on several CPU replicas of one
 process skips the strategy's per-device pipelines: one host iterator, split per replica in
-the step (`HostSplitDataset`). It knows nothing of model_fns, specs or the training loop.
+the step (`HostSplitDataset`), and so is training input of fixed shapes there. It knows
+nothing of model_fns, specs or the training loop.
 
 On several hosts (a multi-worker cluster, a TPU pod) each host calls input_fn once with its
 own `tf.distribute.InputContext`, and `params['context'].current_host` says which host it is,
@@ -260,16 +261,17 @@ def distribute_input(strategy: tf.distribute.Strategy, input_fn: Callable[..., A
     one-device graph gave them; on several replicas or padded batches (legacy took only
     datasets or tensors there) they are tensors, fed like the others.
 
-    Padded input on several CPU replicas of one process (`_splits_on_host`) is read through
-    one host iterator and split per replica in the step (`HostSplitDataset`), unless
-    `split_on_host` is False; each replica gets the batches the strategy's own iterator
-    gives it.
+    Padded input, and training input of fixed shapes, on several CPU replicas of one
+    process (`_splits_on_host`) is read through one host iterator and split per replica in
+    the step (`HostSplitDataset`), unless `split_on_host` is False; each replica gets the
+    batches the strategy's own iterator gives it, and training ends where it did (see
+    `_stackable`).
     """
     fed_to_devices = _feeds_devices(strategy)
     replica_specs: list[Any] = []
     held: list[HeldValues] | None = (
         [] if plan.num_replicas == 1 and not pad and not batch_axis.axes else None)
-    on_host = pad and split_on_host and _splits_on_host(strategy)
+    on_host = (pad or mode == _TRAIN) and split_on_host and _splits_on_host(strategy)
     stacked: list[bool] | None = [] if on_host else None
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -368,9 +370,13 @@ def _splits_on_host(strategy: tf.distribute.Strategy) -> bool:
 def _stackable(dataset: tf.data.Dataset) -> bool:
     """Whether R consecutive elements stack into one: dense tensors of fully defined shapes.
 
-    Only padded input is split on the host: it ends, if ever, before its first element (no
-    input at all), never with some replicas fed and others not, so stacking R elements at
-    a time drops nothing.
+    Padded input ends, if ever, before its first element (no input at all), never with some
+    replicas fed and others not, so stacking R elements at a time drops nothing. Training
+    input of fixed shapes may end after k < R elements of a round: the strategy's iterator
+    then hands replicas k..R-1 empty dummies, and the train loop runs no step some replica
+    had no batch for (`loop.plumbing.FixedBatches`), so training ends before that round
+    either way; `batch(R, drop_remainder=True)` ends there too. Batches of varying size are
+    left to the strategy's iterator, whose partial rounds do run a step.
     """
     return all(type(spec) is tf.TensorSpec and spec.shape.is_fully_defined()  # noqa: E721
                for spec in tf.nest.flatten(dataset.element_spec))
