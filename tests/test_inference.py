@@ -527,11 +527,12 @@ def test_evaluate_and_predict_call_model_fn_once_per_replica(tmp_path, strategy,
 
 @pytest.mark.slow
 def test_later_calls_on_eight_replicas_trace_no_input_pipelines_again(tmp_path, monkeypatch):
-    """Issue 45: a second train on 8 replicas reuses the per-device input pipelines'
-    functions the first traced (`_tf/device_iterators.py`), and evaluate and predict build
-    none (one host iterator, split per replica in the step: `inputs.HostSplitDataset`);
-    input_fn is still called once per call, evaluate still counts every example once,
-    predict still yields every example once, in order."""
+    """Issue 45: a second train on 8 replicas over batches of unknown size reuses the
+    per-device input pipelines' functions the first traced (`_tf/device_iterators.py`);
+    evaluate, predict and train over batches of static shapes build none (one host
+    iterator, split per replica in the step: `inputs.HostSplitDataset`); input_fn is still
+    called once per call, evaluate still counts every example once, predict still yields
+    every example once, in order."""
     from tpu_estimator_compat._tf import device_iterators
 
     traces = []
@@ -548,8 +549,12 @@ def test_later_calls_on_eight_replicas_trace_no_input_pipelines_again(tmp_path, 
 
     est = make_estimator(tmp_path, make_strategy("mirrored8"))
     rounds = []
+    def unknown_batch_size(params):  # `drop_remainder=False`: TF's per-device iterator.
+        dataset = models.digits_input_fn(512, flat=True)(params)
+        return dataset.unbatch().batch(params["batch_size"])
+
     for max_steps in (4, 8):
-        est.train(counted(models.digits_input_fn(512, flat=True)), max_steps=max_steps)
+        est.train(counted(unknown_batch_size), max_steps=max_steps)
         results = est.evaluate(counted(eval_input_fn()))
         predictions = list(est.predict(counted(eval_input_fn(with_labels=False))))
         logits, y = numpy_logits(est)
@@ -562,3 +567,5 @@ def test_later_calls_on_eight_replicas_trace_no_input_pipelines_again(tmp_path, 
     # Train input: one function set per device; evaluate and predict: none.
     assert rounds == [8, 8]
     assert len(calls) == 6
+    est.train(counted(models.digits_input_fn(512, flat=True)), max_steps=10)
+    assert len(traces) == 8 and len(calls) == 7
