@@ -38,6 +38,23 @@ def test_run_time_size_tells_an_empty_tensor_from_a_full_one_under_a_pinning_bra
     assert int(run_time_shapes.run_time_size(_ones(dtype))) == 12
 
 
+def test_run_time_size_is_not_folded_when_the_branch_would_run_silently():
+    """A branch reshaping x to its static shape pins x's batch dimension as well; with
+    `tf.size` that branch ran on the empty x without an error (Grappler drops a reshape
+    before a full sum) and returned 0.0 instead of the other branch's -1.0."""
+
+    def guarded(size_of):
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def f(x):
+            return tf.cond(size_of(x) > 0, lambda: tf.reduce_sum(tf.reshape(x, [4, 3])),
+                           lambda: tf.constant(-1.0))
+
+        return f
+
+    assert float(guarded(run_time_shapes.run_time_size)(tf.zeros([0, 3]))) == -1.0
+    assert float(guarded(tf.size)(tf.zeros([0, 3]))) == 0.0  # The folded check.
+
+
 def test_plain_size_is_folded_from_the_branchs_shapes():
     """Why the module exists: with `tf.size` Grappler takes the empty tensor for a full one
     and runs the branch on it. If TensorFlow stops doing so, this fails: the workaround can

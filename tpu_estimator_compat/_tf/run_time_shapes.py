@@ -11,6 +11,8 @@ tensor included, and then takes each dimension as known if one of its class is. 
 with `x` of shape `(None, 10)` runs the branch on an empty `x` ("Inputs to operation AddN
 must have the same size and shape. Input 0: [4,10] != input 1: [0,10]"): the AddN in the
 branch pins x's batch dimension to 4, so `tf.size(x)` is folded to 40 and the test to True.
+A branch that reshapes x to `[4, 10]` pins it too, and then runs without an error: Grappler
+drops a reshape before a full sum, and the branch's result is computed from no rows.
 The train loop's check that every replica got a batch (`loop/plumbing.py` `FixedBatches`)
 is such a test: a step built for fixed-size batches pins each input's batch dimension, and
 the empty dummy `get_next_as_optional` gives a replica without a batch (batch dimension 0)
