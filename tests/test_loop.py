@@ -392,6 +392,29 @@ def test_fixed_size_batches_keep_static_shapes_through_end_of_input_checks(strat
                                                    for k in range(3)])
 
 
+def test_a_step_that_pins_the_batch_size_runs_on_no_partial_round(strategy):
+    """The step adds a tensor of the batch's static shape (an `AddN`: its shape function
+    merges the input's batch dimension with the static one). Grappler's shape inference
+    then took the empty dummies of a partial round as full batches, folded the every-replica-
+    fed check to True and ran the step on them ("Inputs to operation AddN must have the same
+    size and shape"). 3 rounds and 1 batch of single rows: 3 steps on 8 replicas."""
+    replicas = strategy.num_replicas_in_sync
+
+    def train_step(features, labels):
+        pinned = tf.add_n([features, tf.zeros(features.shape)])
+        return {"loss": tf.reduce_mean(pinned) + tf.cast(tf.reduce_mean(labels), tf.float32)}
+
+    dataset, spec = _fixed_batches_of_unknown_count(strategy, 3 * replicas + 1, 1)
+    loop = loop_lib.make_multi_step_train_fn(strategy, train_step, input_spec=spec)
+    with strategy.scope():
+        result = loop(iter(dataset), 10)
+    expected_steps = 3 if replicas > 1 else 3 * replicas + 1
+    assert result.steps_run == expected_steps
+    np.testing.assert_allclose(result.losses, [2 * np.mean(range(k * replicas,
+                                                                 (k + 1) * replicas))
+                                               for k in range(expected_steps)])
+
+
 def test_fixed_size_batches_keep_static_shapes_in_the_inference_loop(strategy):
     shapes = []
 
@@ -407,6 +430,24 @@ def test_fixed_size_batches_keep_static_shapes_in_the_inference_loop(strategy):
     assert shapes and all(shape == [2, 3] for shape in shapes), shapes
     assert result.steps_run == 2
     assert sorted(result.gathered[0].tolist()) == list(range(4 * replicas))
+
+
+def test_a_pinning_inference_step_runs_on_no_partial_round(strategy):
+    """As `test_a_step_that_pins_the_batch_size_runs_on_no_partial_round`, for the
+    inference loop over unpadded input (2 rounds and 3 batches of 2 rows on 8 replicas)."""
+
+    def step(features, labels):
+        pinned = tf.add_n([features, tf.zeros(features.shape)])
+        return {"loss": tf.reduce_mean(pinned), "predictions": {"ids": labels}}
+
+    replicas = strategy.num_replicas_in_sync
+    dataset, spec = _fixed_batches_of_unknown_count(strategy, 2 * 2 * replicas + 2 * 3, 2)
+    loop = inference_loop.InferenceLoop(strategy, step, padded=False, input_spec=spec)
+    with strategy.scope():
+        result = loop(iter(dataset), 10)
+    rows = 2 * 2 * replicas if replicas > 1 else 2 * 2 + 2 * 3
+    assert result.steps_run == rows // (2 * replicas)
+    assert sorted(result.gathered[0].tolist()) == list(range(rows))
 
 
 def test_batches_of_unknown_size_still_run_partial_steps(strategy):

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from tpu_estimator_compat._tf import patches as _tf_patches
 from tpu_estimator_compat._tf import private as _tf_private
+from tpu_estimator_compat._tf import run_time_shapes as _tf_shapes
 
 _TRAINING_JOBS = ("chief", "worker")
 
@@ -415,10 +416,12 @@ def count_fed_replicas(strategy: tf.distribute.Strategy, witness: Any) -> tf.Ten
     """Replicas (of every worker) whose input tensor `witness` is not empty, as int32.
 
     An input iterator hands a replica that found no batch an empty dummy; every worker must
-    agree whether a step runs, so on several workers this is an all-reduce.
+    agree whether a step runs, so on several workers this is an all-reduce. The size is read
+    when the step runs: from static shapes Grappler folds it wrongly when the step pins the
+    batch dimension (`_tf/run_time_shapes.py`).
     """
     def fed(t: tf.Tensor) -> tf.Tensor:
-        return tf.cast(tf.size(t) > 0, tf.int32)
+        return tf.cast(_tf_shapes.run_time_size(t) > 0, tf.int32)
 
     if not is_multi_client(strategy):
         return tf.add_n([fed(t) for t in strategy.experimental_local_results(witness)])
