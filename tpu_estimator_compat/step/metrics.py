@@ -23,7 +23,6 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from tpu_estimator_compat._tf import graph_copy
 from tpu_estimator_compat._tf import private as _tf_private
 from tpu_estimator_compat import log as logging
 from tpu_estimator_compat import shapes as shapes_lib
@@ -597,10 +596,10 @@ def _value_after_update(value: Any, update: Any) -> tf.Tensor:
     documents), so an update tensor (or assigned variable) of the value's dtype and shape is
     the value. Otherwise (an Operation, tf.keras Metrics, `mean_iou`'s update, an F1 made
     from `precision` and `recall` values with `tf.group` of their updates) `value` is computed
-    again from reads after the update (`graph_copy.read_after`), as legacy's last run read it.
+    again from reads after the update (`eval_metric_ops.read_after`), as legacy's last run did.
     """
     if tf.nest.is_nested(value):  # A nest of values (legacy allowed one): read each after.
-        return tf.nest.map_structure(lambda v: graph_copy.read_after(v, update), value)
+        return tf.nest.map_structure(lambda v: eval_metric_ops.read_after(v, update, ""), value)
     value = tf.convert_to_tensor(value)
     if not isinstance(update, tf.Operation):
         # An assign's result (`true_positives`) is an unread variable: reading it now
@@ -608,7 +607,7 @@ def _value_after_update(value: Any, update: Any) -> tf.Tensor:
         update = tf.convert_to_tensor(update)
         if update.dtype == value.dtype and update.shape.is_compatible_with(value.shape):
             return tf.identity(update)
-    return graph_copy.read_after(value, update)
+    return eval_metric_ops.read_after(value, update, "")
 
 
 def _assert_same_structure(expected: Any, given: Any) -> None:
