@@ -120,6 +120,8 @@ def v1_metrics_model_fn(features, labels, mode):
         "rmse": v1.metrics.root_mean_squared_error(tf.cast(labels, tf.float32), probability),
         "at_threshold": v1.metrics.precision_at_thresholds(labels, probability, [0.3, 0.6]),
     }
+    p, r = metrics["precision"], metrics["recall"]  # goemotions' get_f1: values, then group.
+    metrics["f1"] = (2 * p[0] * r[0] / (p[0] + r[0] + 1e-5), tf.group(p[1], r[1]))
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.no_op(),
                                       eval_metric_ops=metrics)
 
@@ -136,6 +138,9 @@ def test_v1_metrics_merge_across_replicas_as_one_replica(tmp_path):
     np.testing.assert_allclose(metrics["rmse"], reference["rmse"], rtol=1e-6)
     np.testing.assert_array_equal(metrics["at_threshold"], reference["at_threshold"])
     assert 0 < metrics["mean_iou"] < 1 and metrics["false_negatives"] > 0
+    f1 = 2 * reference["precision"] * reference["recall"] / (
+        reference["precision"] + reference["recall"] + 1e-5)  # Of the final values, as legacy.
+    np.testing.assert_allclose([reference["f1"], metrics["f1"]], [f1, f1], rtol=1e-6)
 
 
 def test_value_through_a_stateful_op_is_refused_across_replicas(tmp_path):
