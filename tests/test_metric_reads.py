@@ -6,10 +6,13 @@ google-research/goemotions averages its per-label `tf.compat.v1.metrics.auc` val
 value's reads ran before that batch's updates). The expected numbers replay the batches in a
 v1 Session, reading the values in a run of their own before the updates' run.
 """
+import functools
+
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from tpu_estimator_compat import EstimatorSpec, RunConfig, TPUEstimator
+from tpu_estimator_compat import EstimatorSpec, RunConfig, TPUEstimator, TPUEstimatorSpec
 
 v1 = tf.compat.v1
 LABELS = 3
@@ -28,13 +31,7 @@ def _input_fn(params):
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(params["batch_size"])
 
 
-def _model_fn(features, labels, mode, params):
-    logits = v1.layers.dense(features, LABELS, use_bias=False,
-                             kernel_initializer=v1.constant_initializer(KERNEL))
-    probabilities = tf.sigmoid(logits)
-    loss = tf.reduce_mean(tf.abs(probabilities - tf.cast(labels, tf.float32)))
-    if mode == "train":
-        return EstimatorSpec(mode, loss=loss, train_op=tf.no_op())
+def _metric_fn(labels, probabilities):
     aucs = [v1.metrics.auc(labels[:, j:j + 1], probabilities[:, j:j + 1])
             for j in range(LABELS)]
     values = tf.convert_to_tensor([value for value, _ in aucs])
@@ -42,7 +39,20 @@ def _model_fn(features, labels, mode, params):
     metrics["auc_mean"] = v1.metrics.mean(values=values)
     metrics["auc_weighted"] = v1.metrics.mean(values=values,
                                               weights=tf.reduce_sum(labels, axis=0))
-    return EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics)
+    return metrics
+
+
+def _model_fn(features, labels, mode, params, spec_type="eval_metric_ops"):
+    logits = v1.layers.dense(features, LABELS, use_bias=False,
+                             kernel_initializer=v1.constant_initializer(KERNEL))
+    probabilities = tf.sigmoid(logits)
+    loss = tf.reduce_mean(tf.abs(probabilities - tf.cast(labels, tf.float32)))
+    if mode == "train":
+        return EstimatorSpec(mode, loss=loss, train_op=tf.no_op())
+    if spec_type == "eval_metrics":  # metric_fn, built after the step on one device.
+        return TPUEstimatorSpec(mode, loss=loss,
+                                eval_metrics=(_metric_fn, [labels, probabilities]))
+    return EstimatorSpec(mode, loss=loss, eval_metric_ops=_metric_fn(labels, probabilities))
 
 
 def _replayed(batch_size, steps):
@@ -70,8 +80,11 @@ def _replayed(batch_size, steps):
     return total / (steps * LABELS), weighted / weight, finals
 
 
-def test_a_metric_averaging_other_metrics_values_takes_them_before_each_batch(tmp_path):
-    est = TPUEstimator(model_fn=_model_fn, use_tpu=False, train_batch_size=8,
+@pytest.mark.parametrize("spec_type", ["eval_metric_ops", "eval_metrics"])
+def test_a_metric_averaging_other_metrics_values_takes_them_before_each_batch(tmp_path,
+                                                                              spec_type):
+    est = TPUEstimator(model_fn=functools.partial(_model_fn, spec_type=spec_type),
+                       use_tpu=False, train_batch_size=8,
                        eval_batch_size=8, config=RunConfig(model_dir=str(tmp_path)))
     est.train(_input_fn, max_steps=1)
     results = est.evaluate(_input_fn, steps=3)

@@ -610,7 +610,7 @@ def make_metric_update(registry: variables_lib.VariableRegistry, global_step: tf
     def update(leaves: list[tf.Tensor]) -> dict[str, Any]:
         metric_fn, structure = record.deferred_metrics
         tensors = tf.nest.pack_sequence_as(structure, list(leaves))
-        with _replica_scope(registry, global_step), registry.local_variables():
+        with _replica_scope(registry, global_step, training=False), registry.local_variables():
             values = metrics_lib.build_in_step(metric_fn, tensors)
         record.metric_op_names = tuple(values)  # Sorted, as tf.nest flattens them.
         return values
