@@ -169,7 +169,7 @@ def test_tensorboard_projector_is_tensorboards_module():
     ("from tensorflow.contrib.cudnn_rnn import CudnnLSTM", "tf.keras.layers.LSTM"),
     ("from tensorflow.contrib.rnn import LSTMBlockCell", "tf.compat.v1.nn.rnn_cell.LSTMCell"),
     ("from tensorflow.contrib.quantize import create_training_graph", "tfmot"),
-    ("from tensorflow.contrib.predictor import from_saved_model", "tf.saved_model.load"),
+    ("from tensorflow.contrib.predictor import from_contrib_estimator", "from_estimator"),
     ("from tensorflow.contrib.keras.wrappers import scikit_learn", "scikeras"),
     ("from tensorflow.contrib.distribute import AllReduceCrossDeviceOps", "NcclAllReduce"),
 ])

@@ -120,6 +120,8 @@ def v1_metrics_model_fn(features, labels, mode):
         "rmse": v1.metrics.root_mean_squared_error(tf.cast(labels, tf.float32), probability),
         "at_threshold": v1.metrics.precision_at_thresholds(labels, probability, [0.3, 0.6]),
     }
+    p, r = metrics["precision"], metrics["recall"]  # goemotions' get_f1: values, then group.
+    metrics["f1"] = (2 * p[0] * r[0] / (p[0] + r[0] + 1e-5), tf.group(p[1], r[1]))
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.no_op(),
                                       eval_metric_ops=metrics)
 
@@ -136,6 +138,9 @@ def test_v1_metrics_merge_across_replicas_as_one_replica(tmp_path):
     np.testing.assert_allclose(metrics["rmse"], reference["rmse"], rtol=1e-6)
     np.testing.assert_array_equal(metrics["at_threshold"], reference["at_threshold"])
     assert 0 < metrics["mean_iou"] < 1 and metrics["false_negatives"] > 0
+    f1 = 2 * reference["precision"] * reference["recall"] / (
+        reference["precision"] + reference["recall"] + 1e-5)  # Of the final values, as legacy.
+    np.testing.assert_allclose([reference["f1"], metrics["f1"]], [f1, f1], rtol=1e-6)
 
 
 def test_value_through_a_stateful_op_is_refused_across_replicas(tmp_path):
@@ -238,3 +243,53 @@ def test_mixed_metrics_match_legacy(tmp_path):
         exact = name not in ("loss", "k_mean_loss")
         np.testing.assert_allclose(np.float32(shim["two_replicas"][name]), np.float32(value),
                                    rtol=0 if exact else 2e-6, err_msg=name)
+
+
+# `read_after`, one replica: a value made before a write its update waits for is read again.
+from tpu_estimator_compat.step import eval_metric_ops  # noqa: E402
+
+
+def _step(build):
+    """Runs `build(v)` in a traced function on a variable holding 1.0; returns its result."""
+    v = tf.Variable(1.0)
+    return tf.function(lambda: build(v))().numpy()
+
+
+def test_a_value_read_before_the_write_is_read_again_after_it():
+    def build(v):
+        value = v.read_value() * 2.0 + 1.0      # Reads 1.0: made before the write.
+        update = v.assign_add(4.0).op
+        return tf.stack([value, eval_metric_ops.read_after(value, update, "m")])
+    assert list(_step(build)) == [3.0, 11.0]
+
+
+def test_a_value_read_after_the_write_is_kept():
+    def build(v):
+        update = v.assign_add(4.0).op
+        value = v.read_value() * 2.0            # Already reads 5.0.
+        assert not eval_metric_ops._stale_handles(value, update)
+        return eval_metric_ops.read_after(value, update, "m")
+    assert _step(build) == 10.0
+
+
+def test_a_write_the_update_does_not_wait_for_is_not_a_reason():
+    w = tf.Variable(0.0)
+
+    def build(v):
+        value = v.read_value() + 1.0
+        v.assign_add(4.0)                       # Not part of `update`.
+        update = w.assign_add(1.0).op
+        assert not eval_metric_ops._stale_handles(value, update)
+        return eval_metric_ops.read_after(value, update, "m")
+    assert _step(build) == 2.0
+
+
+def test_a_stale_value_through_a_stateful_op_is_kept_not_run_twice():
+    def build(v):
+        read = v.read_value()
+        draws = tf.random.uniform(tf.cast(read, tf.int32)[None])  # Stateful, fed by the read.
+        value = read + 0.0 * tf.reduce_sum(draws)
+        update = v.assign_add(4.0).op
+        assert eval_metric_ops._stale_handles(value, update)
+        return eval_metric_ops.read_after(value, update, "m")
+    assert _step(build) == 1.0

@@ -503,7 +503,9 @@ def test_cpu_path_metric_fn_may_use_model_fn_tensors_modules_and_keras_metrics(t
 def test_cpu_path_metrics_read_after_the_last_update(tmp_path, spec_type):
     """In a traced step `true_positives` reads its variable for its value before it assigns
     (its update op returns the new count), and `mean_iou`'s update op is the confusion
-    matrix (its value is read after it): both must end at legacy's final value."""
+    matrix (its value is read after it): both must end at legacy's final value. So must an
+    F1 made from `precision` and `recall` values with `tf.group` of their updates
+    (google-research/goemotions `get_f1`): its value was the one before the last batch."""
     v1 = tf.compat.v1
 
     def model_fn(features, labels, mode, params):
@@ -513,9 +515,12 @@ def test_cpu_path_metrics_read_after_the_last_update(tmp_path, spec_type):
         predictions = spec.eval_metrics[1][1]
 
         def metric_fn(labels, predictions):
+            p, r = (v1.metrics.precision(labels, predictions),
+                    v1.metrics.recall(labels, predictions))
             return {"tp": v1.metrics.true_positives(labels, predictions),
                     "iou": v1.metrics.mean_iou(labels, predictions, 2),
-                    "accuracy": v1.metrics.accuracy(labels, predictions)}
+                    "accuracy": v1.metrics.accuracy(labels, predictions),
+                    "f1": (2 * p[0] * r[0] / (p[0] + r[0] + 1e-5), tf.group(p[1], r[1]))}
 
         if spec_type == "eval_metrics":
             return TPUEstimatorSpec(mode, loss=spec.loss,
@@ -540,6 +545,10 @@ def test_cpu_path_metrics_read_after_the_last_update(tmp_path, spec_type):
             ious.append(np.sum((predictions == c) & (labels == c)) / union)
     np.testing.assert_allclose(results["iou"], np.mean(ious), rtol=1e-6)
     assert results["iou"].shape == ()
+    tp = np.sum((predictions == 1) & (labels == 1))
+    precision, recall = tp / np.sum(predictions == 1), tp / np.sum(labels == 1)
+    np.testing.assert_allclose(results["f1"], 2 * precision * recall
+                               / (precision + recall + 1e-5), rtol=1e-6)
 
 
 def test_static_replicas_gives_metric_fn_the_concatenated_batch_axis(tensorshape):

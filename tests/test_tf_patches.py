@@ -137,6 +137,7 @@ PATCHED_SYMBOLS = {
     "global_step_reads.assign": ("tensorflow.Variable.assign",),
     "global_step_reads.assign_add": ("tensorflow.Variable.assign_add",),
     "global_step_reads.assign_sub": ("tensorflow.Variable.assign_sub",),
+    "metric_reads.metric_variable": ("tensorflow.python.ops.metrics_impl.metric_variable",),
     "hub_support.try_get_state_scope": ("tensorflow_hub.module._try_get_state_scope",),
     "hub_support.init_state": ("tensorflow_hub.native_module._ModuleImpl._init_state",),
     "hub_support.create_apply_graph":
@@ -165,6 +166,7 @@ _SCOPED_ARGS = {
     "summaries.create_file_writer": lambda: (lambda logdir, **kwargs: None,),
     "variables.ema_variables_to_restore": lambda: (),
     "variables.replica_root_name_scope": lambda: (),
+    "metric_reads.metric_variable": lambda: (),
     "variables.local_update_in_control_flow": lambda: (),
     "write_order.assign_variable_op": lambda: (),
     "write_order.assign_add_variable_op": lambda: (),

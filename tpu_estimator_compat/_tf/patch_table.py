@@ -602,6 +602,14 @@ PATCHES: tuple[Patch, ...] = (
         signature=f"(self, {arg}, use_locking=False, name=None, read_value=True)")
       for method, arg in (("assign", "value"), ("assign_add", "delta"),
                           ("assign_sub", "delta"))),
+    Patch(
+        name="metric_reads.metric_variable",
+        kind=SCOPED,
+        target="tensorflow.python.ops.metrics_impl.metric_variable",
+        why="Every tf.compat.v1.metrics accumulator is made here, before its update: the "
+            "one place to read it first, as legacy's session did (`step/metric_reads.py`).",
+        build="tpu_estimator_compat.step.metric_reads:metric_variable",
+        signature="(shape, dtype, validate_shape=True, name=None)"),
 )
 
 # TensorFlow internals tf-slim 1.1.0 (which serves tf.contrib.layers/framework/metrics/slim)

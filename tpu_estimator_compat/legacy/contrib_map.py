@@ -399,9 +399,16 @@ ENTRIES: tuple[Entry, ...] = (
              "Quantization-aware training of Keras models: TensorFlow Model Optimization "
              "(`tfmot.quantization.keras.quantize_model`); TF1 graph rewriting has no home.",
              f"{_TPU} mnasnet; {_FS.format('tf.contrib.quantize.')}"),
-    _refused("predictor",
-             "`tf.saved_model.load(export_dir).signatures['serving_default'](**inputs)` reads "
-             "what `export_saved_model` wrote.", _FS.format("tf.contrib.predictor.")),
+    _module("predictor", SERVED, [f"{_LIB}.contrib.predictor:members()"],
+            "This library (`contrib/predictor.py`): the SavedModel's signature run in a v1 "
+            "Session of its own, fed and fetched by its keys, as TF 1.15's predictor did; "
+            "`from_estimator` exports the latest checkpoint and loads that.",
+            seen="google-research/lasertagger `predict_main.py`; "
+                 + _FS.format("tf.contrib.predictor.")),
+    _refused("predictor.from_contrib_estimator",
+             "It served `tf.contrib.learn` estimators, which are refused: "
+             "`tf.contrib.predictor.from_estimator(estimator, serving_input_receiver_fn)` for "
+             "an Estimator, or `from_saved_model(export_dir)`.", kind=NAME),
     _refused("labeled_tensor", "No maintained home.", _FS.format("tf.contrib.labeled_tensor")),
     _refused("memory_stats",
              "`tf.config.experimental.get_memory_info(device)` ({'current', 'peak'} bytes).",

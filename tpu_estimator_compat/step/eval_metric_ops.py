@@ -2,7 +2,8 @@
 
 Legacy Estimator ran every metric's update op in every `session.run` and read the values once,
 after the last update. The eval step here returns each metric's value after its own update,
-and the last step's values are the evaluation's (`metrics.values_after_update`).
+and the last step's values are the evaluation's (`metrics.values_after_update`); a value
+that read its variables before a write its update waits for is read again (`read_after`).
 
 On several replicas (`RunConfig(eval_distribute=...)`) legacy's distributed Estimator called
 model_fn once per replica, each on its own batch. `tf.compat.v1.metrics` and tf_keras
@@ -29,6 +30,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tpu_estimator_compat._tf import private as _tf_private
 
 # Ops that read a resource variable's current value, and ops that change it.
 _READS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd"})
@@ -64,6 +66,53 @@ def values_across_replicas(value_ops: dict[str, Any], update_ops: dict[str, Any]
     values = {name: value_ops[name] for name in names}
     updates = {name: update_ops[name] for name in names}
     return context.merge_call(merge, args=(values, updates))
+
+
+def read_after(value: Any, update: Any, name: str) -> tf.Tensor:
+    """One replica: `value` as legacy's last session run read it, once `update` ran.
+
+    A value model_fn made from other metrics' values before their updates (an F1 from
+    `precision` and `recall` values, with `tf.group` of their updates) read its variables
+    before this step's writes: those reads, and the ops between them and the value, are made
+    again after `update`. A value whose reads already follow the writes is kept as it is (bit
+    for bit), and so is one that passes through another stateful op.
+    """
+    value = tf.convert_to_tensor(value)
+    stale = _stale_handles(value, update)
+    with tf.control_dependencies([update]):
+        if stale:
+            try:
+                return tf.identity(_read_again(value, stale, {}, name))
+            except NotImplementedError:
+                pass
+        return tf.identity(value)
+
+
+def _stale_handles(value: tf.Tensor, update: Any) -> set[Any]:
+    """The variables (`Tensor.ref()` of their handles) that `value` reads before a write
+    `update` runs after: ops are numbered as they are made, and a function runs the stateful
+    ops on one variable in that order. Only ops made after the earliest read can be such
+    writes, which bounds the walk back from `update` (a model's graph lies before it)."""
+    if value.graph is not tf.compat.v1.get_default_graph():
+        return set()
+    reads = [op for op in _post_order(value.op) if op.type in _READS]
+    if not reads:
+        return set()
+    first = min(_tf_private.op_creation_index(op) for op in reads)
+    last_write: dict[Any, int] = {}
+    stack, seen = [update if isinstance(update, tf.Operation) else update.op], set()
+    while stack:
+        op = stack.pop()
+        if op in seen or _tf_private.op_creation_index(op) < first:
+            continue
+        seen.add(op)
+        if op.type.startswith(_WRITE_PREFIXES) and op.inputs:
+            key = op.inputs[0].ref()
+            last_write[key] = max(last_write.get(key, -1), _tf_private.op_creation_index(op))
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return {op.inputs[0].ref() for op in reads
+            if last_write.get(op.inputs[0].ref(), -1) > _tf_private.op_creation_index(op)}
 
 
 def _written_handles(updates: list[Any]) -> set[Any]:

@@ -75,7 +75,8 @@ def install(variable: tf.Variable) -> None:
 
 
 @contextlib.contextmanager
-def step_start_reads(variable: tf.Variable) -> Iterator[tf.Tensor]:
+def step_start_reads(variable: tf.Variable, scope: str = "global_step_at_step_start"
+                     ) -> Iterator[tf.Tensor]:
     """Inside: reads of `variable` in this thread's current graph return its value now.
 
     Yields the starting value. Call inside the replica step's graph, before model_fn.
@@ -87,7 +88,7 @@ def step_start_reads(variable: tf.Variable) -> Iterator[tf.Tensor]:
     frames.pop(key, None)  # The starting value itself is a real read.
     graph = tf.compat.v1.get_default_graph()
     # A scope of its own: a root-level `Read` would rename a model_fn scope of that name.
-    with tf.name_scope("global_step_at_step_start"):
+    with tf.name_scope(scope):
         value = variable.read_value()
     frames[key] = _Frame(value, graph, _tf_private.active_control_inputs(graph))
     try:

@@ -594,12 +594,12 @@ def _value_after_update(value: Any, update: Any) -> tf.Tensor:
     `recall` built on it): their `value` would be the one before this step. Their update op
     returns the updated value instead ("whose value matches" `value`, as tf.compat.v1.metrics
     documents), so an update tensor (or assigned variable) of the value's dtype and shape is
-    the value. Otherwise (an Operation, tf.keras Metrics, `mean_iou`'s confusion-matrix
-    update) `value` is read after the update; those metrics create it after their update.
+    the value. Otherwise (an Operation, tf.keras Metrics, `mean_iou`'s update, an F1 made
+    from `precision` and `recall` values with `tf.group` of their updates) `value` is computed
+    again from reads after the update (`eval_metric_ops.read_after`), as legacy's last run did.
     """
     if tf.nest.is_nested(value):  # A nest of values (legacy allowed one): read each after.
-        with tf.control_dependencies([update]):
-            return tf.nest.map_structure(tf.identity, value)
+        return tf.nest.map_structure(lambda v: eval_metric_ops.read_after(v, update, ""), value)
     value = tf.convert_to_tensor(value)
     if not isinstance(update, tf.Operation):
         # An assign's result (`true_positives`) is an unread variable: reading it now
@@ -607,8 +607,7 @@ def _value_after_update(value: Any, update: Any) -> tf.Tensor:
         update = tf.convert_to_tensor(update)
         if update.dtype == value.dtype and update.shape.is_compatible_with(value.shape):
             return tf.identity(update)
-    with tf.control_dependencies([update]):
-        return tf.identity(value)
+    return eval_metric_ops.read_after(value, update, "")
 
 
 def _assert_same_structure(expected: Any, given: Any) -> None:

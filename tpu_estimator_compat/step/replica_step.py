@@ -29,6 +29,7 @@ from tpu_estimator_compat.cluster import workers as cluster
 from tpu_estimator_compat.contrib import hub
 from tpu_estimator_compat.step import cross_shard
 from tpu_estimator_compat.step import global_step_reads
+from tpu_estimator_compat.step import metric_reads
 from tpu_estimator_compat.step import optimizer_apply
 from tpu_estimator_compat.v1_state import graph_names
 from tpu_estimator_compat.v1_state import keras_env
@@ -223,8 +224,8 @@ def _owner_of(model_fn: Any) -> tuple[Any, Callable[[Any], Any] | None]:
 def _replica_scope(registry: variables_lib.VariableRegistry, global_step: tf.Variable,
                    training: bool = True) -> Iterator[None]:
     """`variables.replica_scope`, in which a TF1 `hub.Module` model_fn builds uses the
-    replica's variables (`contrib/hub.py`); outside TRAIN the global step is not written."""
-    frozen = (global_step_reads.frozen(global_step) if not training
+    replica's variables (`contrib/hub.py`); outside TRAIN `metric_reads.outside_training`."""
+    frozen = (metric_reads.outside_training(global_step) if not training
               else contextlib.nullcontext())
     with variables_lib.replica_scope(registry, global_step), hub.applied(), frozen:
         yield
@@ -553,9 +554,8 @@ def make_eval_step(caller: ModelFnCaller, registry: variables_lib.VariableRegist
                 record.metric_op_names = tuple(values)  # Sorted, as tf.nest flattens them.
                 outputs["metric_values"] = values
             elif eval_metrics is not None:
-                # On TPU (or several replicas) metric_fn runs on the host over every
-                # replica's rows (`metrics.HostMetrics`), which needs a batch axis to
-                # concatenate along.
+                # On TPU (or several replicas) metric_fn runs on the host over every replica's
+                # rows (`metrics.HostMetrics`), which needs a batch axis to concatenate along.
                 spec_lib.check_eval_metrics_tensors_have_batch_dim(eval_metrics)
                 if _is_first_replica():  # As `observe`: legacy traced model_fn once.
                     record.metric_fn = eval_metrics[0]
@@ -610,7 +610,7 @@ def make_metric_update(registry: variables_lib.VariableRegistry, global_step: tf
     def update(leaves: list[tf.Tensor]) -> dict[str, Any]:
         metric_fn, structure = record.deferred_metrics
         tensors = tf.nest.pack_sequence_as(structure, list(leaves))
-        with _replica_scope(registry, global_step), registry.local_variables():
+        with _replica_scope(registry, global_step, training=False), registry.local_variables():
             values = metrics_lib.build_in_step(metric_fn, tensors)
         record.metric_op_names = tuple(values)  # Sorted, as tf.nest flattens them.
         return values
