@@ -24,7 +24,7 @@ import tempfile
 from typing import Any, Callable, Mapping
 
 import tensorflow as tf
-from absl import logging
+from tpu_estimator_compat import log as logging
 
 _DEFAULT_KEY = "serving_default"
 # TF 1.x exported a model's input alternatives under this name (`export_outputs` of old
@@ -85,8 +85,9 @@ def _signature(meta_graph: Any, key: str | None) -> Any:
         return signatures[key]
     alternative = _ALTERNATIVE.format(key)
     if alternative in signatures:
-        logging.warning('Could not find signature def "%s". Using "%s" instead', key,
-                        alternative)
+        # TF 1.x's predictor's own line, through TensorFlow's logger as it wrote it.
+        logging.legacy_warning('Could not find signature def "%s". Using "%s" instead', key,
+                               alternative)
         return signatures[alternative]
     raise ValueError(f"signature_def_key={key!r} is not a signature of this SavedModel; "
                      f"its signatures are {sorted(signatures)}. Pass one of them.")

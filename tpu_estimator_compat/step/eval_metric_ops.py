@@ -69,7 +69,7 @@ def values_across_replicas(value_ops: dict[str, Any], update_ops: dict[str, Any]
 
 
 def read_after(value: Any, update: Any, name: str) -> tf.Tensor:
-    """One replica: `value` as legacy's last session run read it, once `update` ran.
+    """One replica: `value` as legacy's final session run read it, once `update` ran.
 
     A value model_fn made from other metrics' values before their updates (an F1 from
     `precision` and `recall` values, with `tf.group` of their updates) read its variables
