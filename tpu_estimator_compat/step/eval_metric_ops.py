@@ -53,7 +53,7 @@ def values_across_replicas(value_ops: dict[str, Any], update_ops: dict[str, Any]
               updates: dict[str, Any]) -> dict[str, tf.Tensor]:
         every_update = {name: list(strategy.experimental_local_results(updates[name]))
                         for name in names}
-        written = _written_handles([u for name in names for u in every_update[name]])
+        written = set(_last_writes([u for name in names for u in every_update[name]]))
         memo: dict[Any, Any] = {}
         merged = {}
         for name in names:
@@ -99,36 +99,28 @@ def _stale_handles(value: tf.Tensor, update: Any) -> set[Any]:
     if not reads:
         return set()
     first = min(_tf_private.op_creation_index(op) for op in reads)
-    last_write: dict[Any, int] = {}
-    stack, seen = [update if isinstance(update, tf.Operation) else update.op], set()
-    while stack:
-        op = stack.pop()
-        if op in seen or _tf_private.op_creation_index(op) < first:
-            continue
-        seen.add(op)
-        if op.type.startswith(_WRITE_PREFIXES) and op.inputs:
-            key = op.inputs[0].ref()
-            last_write[key] = max(last_write.get(key, -1), _tf_private.op_creation_index(op))
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
+    last_write = _last_writes([update], since=first)
     return {op.inputs[0].ref() for op in reads
             if last_write.get(op.inputs[0].ref(), -1) > _tf_private.op_creation_index(op)}
 
 
-def _written_handles(updates: list[Any]) -> set[Any]:
-    """The resource handles (as `Tensor.ref()`) that any op `updates` run after writes."""
-    handles, seen = set(), set()
+def _last_writes(updates: list[Any], since: int = -1) -> dict[Any, int]:
+    """{resource handle (`Tensor.ref()`): creation index of its latest write} over the
+    writes any op `updates` run after; ops made before `since` are not walked."""
+    last: dict[Any, int] = {}
+    seen: set[Any] = set()
     stack = [u if isinstance(u, tf.Operation) else u.op for u in updates]
     while stack:
         op = stack.pop()
-        if op in seen:
+        if op in seen or _tf_private.op_creation_index(op) < since:
             continue
         seen.add(op)
         if op.type.startswith(_WRITE_PREFIXES) and op.inputs:
-            handles.add(op.inputs[0].ref())
+            key = op.inputs[0].ref()
+            last[key] = max(last.get(key, -1), _tf_private.op_creation_index(op))
         stack.extend(t.op for t in op.inputs)
         stack.extend(op.control_inputs)
-    return handles
+    return last
 
 
 def _read_again(value: tf.Tensor, written: set[Any], memo: dict[Any, Any],
