@@ -5,11 +5,11 @@ Why private: an iterator passed into a `tf.function` must be a `CompositeTensor`
 with a `TypeSpec`, as TF's own distributed iterator is. `tf.distribute` feeds a
 MirroredStrategy's replicas through a MultiDeviceIterator: one host pipeline plus one
 pipeline per device, each created in its own `MakeIterator` with its functions instantiated
-in that iterator's own function library (8 replicas: ~11 ms each, ~0.15 s of every train,
-evaluate or predict call; bench/results/HISTORY.md, issue 45). `HostSplitIterator` instead reads one
-host iterator whose elements stack one per-replica batch per replica (`dataset.batch(R)`
-over the per-replica batches, in the order the MultiDeviceIterator handed them out: element
-k to replica k mod R) and unstacks them into per-replica values inside the compiled step
+in that iterator's own function library (8 replicas: ~11 ms each, ~0.15 s of every
+train, evaluate or predict call; bench/results/HISTORY.md, issue 45). `HostSplitIterator`
+instead reads one host iterator whose elements stack one per-replica batch per replica
+(`dataset.batch(R)` over the per-replica batches, in the order the MultiDeviceIterator
+handed them out: element k to replica k mod R) and unstacks them into per-replica values inside the compiled step
 (`strategy.experimental_distribute_values_from_function`), so each replica gets the same
 rows as before, with one `MakeIterator` per call. `inputs/distribute.py` decides when.
 """

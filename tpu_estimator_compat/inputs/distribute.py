@@ -6,10 +6,10 @@ Owns calling the user's input_fn once per input pipeline (host) through
 batch rules of `context.py`, padding of `pad.py`), and the iterators over those datasets
 (`iterate`: built so that deleting one does not stall; `_tf_patches` swaps in the per-device
 pipeline builder made here while one is built; `release_off_thread`: deleted where a stall
-cannot hold up the call). Padded evaluation/prediction input on several CPU replicas of one
-process skips the strategy's per-device pipelines: one host iterator, split per replica in
-the step (`HostSplitDataset`), and so is training input of fixed shapes there. It knows
-nothing of model_fns, specs or the training loop.
+cannot hold up the call). Padded evaluation/prediction input and training input of fixed
+shapes on several CPU replicas of one process skip the strategy's per-device pipelines: one
+host iterator, split per replica in the step (`HostSplitDataset`). It knows nothing of
+model_fns, specs or the training loop.
 
 On several hosts (a multi-worker cluster, a TPU pod) each host calls input_fn once with its
 own `tf.distribute.InputContext`, and `params['context'].current_host` says which host it is,
@@ -313,7 +313,7 @@ class HostSplitDataset:
 
     A MirroredStrategy's own iterator hands element k of the host's dataset of per-replica
     batches to replica k mod R, through one pipeline per device, each built in a
-    `MakeIterator` of its own (~0.15 s of every evaluate/predict call on 8 replicas). Here
+    `MakeIterator` of its own (~0.15 s of every call on 8 replicas). Here
     R consecutive elements are stacked (`batch(R)`) and read by one host iterator, whose
     element the compiled step unstacks, row r to replica r: the same batches on the same
     replicas. `prefetch(1)` keeps the host's next element being made while a step runs.
